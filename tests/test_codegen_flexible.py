@@ -136,3 +136,21 @@ def test_flexible_request_round_trips_through_frames_with_unknown_header_tags():
     frame[0:4] = (len(frame) - 4).to_bytes(4, "big")
     header, decoded = kproto.decode_request(bytes(frame))
     assert header.unknown_tagged_fields == [(7, b"\x2a")] and decoded == msg
+
+
+def test_absent_struct_fields_decode_to_the_constructors_defaults():
+    # The pure decoders build a struct field that is not on the wire (a tagged field left out, a field
+    # of a later version) by storing its fields into a bare instance, not with the constructor: the
+    # same value, and a new instance each time.
+    from kproto._generated import fetch
+
+    msg = fetch.FetchResponse(responses=[fetch.FetchResponse_FetchableTopicResponse(
+        topic_id=TOPIC_ID, partitions=[fetch.FetchResponse_PartitionData(partition_index=p) for p in range(2)])])
+    first, second = fetch.FetchResponse.decode(msg.encode(16), 16).responses[0].partitions
+    assert first == msg.responses[0].partitions[0]
+    for name in ("diverging_epoch", "current_leader", "snapshot_id"):
+        value = getattr(first, name)
+        assert type(value) is type(getattr(msg.responses[0].partitions[0], name))
+        assert value is not getattr(second, name) and value.unknown_tagged_fields is not getattr(second, name).unknown_tagged_fields
+    old = fetch.FetchRequest.decode(fetch.FetchRequest().encode(4), 4)
+    assert old.replica_state == fetch.FetchRequest_ReplicaState()

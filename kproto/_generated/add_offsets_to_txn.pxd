@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,15 +21,15 @@ cdef class AddOffsetsToTxnRequest(Message):
 cdef class AddOffsetsToTxnResponse(Message):
     cdef public object throttle_time_ms, error_code, unknown_tagged_fields
 
-@_cy.locals(obj=AddOffsetsToTxnRequest)
+@_cy.locals(obj=AddOffsetsToTxnRequest, pos=Py_ssize_t)
 cpdef _dec_AddOffsetsToTxnRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddOffsetsToTxnRequest_v0(AddOffsetsToTxnRequest obj, bytearray out)
-@_cy.locals(obj=AddOffsetsToTxnRequest)
+@_cy.locals(obj=AddOffsetsToTxnRequest, pos=Py_ssize_t)
 cpdef _dec_AddOffsetsToTxnRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddOffsetsToTxnRequest_v3(AddOffsetsToTxnRequest obj, bytearray out)
-@_cy.locals(obj=AddOffsetsToTxnResponse)
+@_cy.locals(obj=AddOffsetsToTxnResponse, pos=Py_ssize_t)
 cpdef _dec_AddOffsetsToTxnResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddOffsetsToTxnResponse_v0(AddOffsetsToTxnResponse obj, bytearray out)
-@_cy.locals(obj=AddOffsetsToTxnResponse)
+@_cy.locals(obj=AddOffsetsToTxnResponse, pos=Py_ssize_t)
 cpdef _dec_AddOffsetsToTxnResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddOffsetsToTxnResponse_v3(AddOffsetsToTxnResponse obj, bytearray out)

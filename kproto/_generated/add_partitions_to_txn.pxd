@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -35,45 +36,45 @@ cdef class AddPartitionsToTxnResponse_AddPartitionsToTxnResult(Struct):
 cdef class AddPartitionsToTxnResponse(Message):
     cdef public object throttle_time_ms, error_code, results_by_transaction, results_by_topic_v3_and_below, unknown_tagged_fields
 
-@_cy.locals(obj=AddPartitionsToTxnRequest)
+@_cy.locals(obj=AddPartitionsToTxnRequest, pos=Py_ssize_t)
 cpdef _dec_AddPartitionsToTxnRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddPartitionsToTxnRequest_v0(AddPartitionsToTxnRequest obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnRequest)
+@_cy.locals(obj=AddPartitionsToTxnRequest, pos=Py_ssize_t)
 cpdef _dec_AddPartitionsToTxnRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddPartitionsToTxnRequest_v3(AddPartitionsToTxnRequest obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnRequest)
+@_cy.locals(obj=AddPartitionsToTxnRequest, pos=Py_ssize_t)
 cpdef _dec_AddPartitionsToTxnRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddPartitionsToTxnRequest_v4(AddPartitionsToTxnRequest obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
+@_cy.locals(obj=AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction, pos=Py_ssize_t)
 cdef _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+@_cy.locals(obj=AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, pos=Py_ssize_t)
 cdef _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+@_cy.locals(obj=AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, pos=Py_ssize_t)
 cdef _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnResponse)
+@_cy.locals(obj=AddPartitionsToTxnResponse, pos=Py_ssize_t)
 cpdef _dec_AddPartitionsToTxnResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddPartitionsToTxnResponse_v0(AddPartitionsToTxnResponse obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnResponse)
+@_cy.locals(obj=AddPartitionsToTxnResponse, pos=Py_ssize_t)
 cpdef _dec_AddPartitionsToTxnResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddPartitionsToTxnResponse_v3(AddPartitionsToTxnResponse obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnResponse)
+@_cy.locals(obj=AddPartitionsToTxnResponse, pos=Py_ssize_t)
 cpdef _dec_AddPartitionsToTxnResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddPartitionsToTxnResponse_v4(AddPartitionsToTxnResponse obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
+@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnResult, pos=Py_ssize_t)
 cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(AddPartitionsToTxnResponse_AddPartitionsToTxnResult obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, pos=Py_ssize_t)
 cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, pos=Py_ssize_t)
 cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, pos=Py_ssize_t)
 cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult obj, bytearray out)
-@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, pos=Py_ssize_t)
 cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -67,9 +64,15 @@ _RUN_v3_and_below_producer_id__v3_and_below_topics = (('v3_and_below_producer_id
 _RUN_v3_and_below_transactional_id = (('v3_and_below_transactional_id', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
     """Decode AddPartitionsToTxnRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_v3_and_below_transactional_id, pos, end)
     if cython.compiled:
@@ -83,7 +86,10 @@ def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
             if f_v3_and_below_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
         else:
-            f_v3_and_below_transactional_id = _w.utf8(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
+            try:
+                f_v3_and_below_transactional_id = buf[pos:pos + n_v3_and_below_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('v3_and_below_transactional_id', pos, exc) from None
         pos += n_v3_and_below_transactional_id
     else:
         raise _w.bad_sized('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end, 2, False)
@@ -99,15 +105,19 @@ def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
     if n_v3_and_below_topics < 0 or n_v3_and_below_topics > (end - pos) // 6:
         raise _w.bad_count('v3_and_below_topics', pos - 4, n_v3_and_below_topics, end, 6, 4)
     f_v3_and_below_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_v3_and_below_topics):
-            f_v3_and_below_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("v3_and_below_topics[%d]" % i)
-    pos = cur.pos
-    obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    if cython.compiled or n_v3_and_below_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_v3_and_below_topics):
+                f_v3_and_below_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("v3_and_below_topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    else:
+        obj = _new(AddPartitionsToTxnRequest)
     obj.transactions = []
     obj.v3_and_below_transactional_id = f_v3_and_below_transactional_id
     obj.v3_and_below_producer_id = f_v3_and_below_producer_id
@@ -157,7 +167,7 @@ def _enc_AddPartitionsToTxnRequest_v0(obj, out):
 
 def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
     """Decode AddPartitionsToTxnRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_v3_and_below_transactional_id = buf[pos] - 1
         pos += 1
@@ -167,6 +177,9 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('v3_and_below_transactional_id', buf, pos, end)
         n_v3_and_below_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_v3_and_below_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_v3_and_below_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'v3_and_below_transactional_id')
         n_v3_and_below_transactional_id -= 1
@@ -176,7 +189,10 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
             if f_v3_and_below_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
         else:
-            f_v3_and_below_transactional_id = _w.utf8(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
+            try:
+                f_v3_and_below_transactional_id = buf[pos:pos + n_v3_and_below_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('v3_and_below_transactional_id', pos, exc) from None
         pos += n_v3_and_below_transactional_id
     else:
         raise _w.bad_sized('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end, 1, False)
@@ -197,26 +213,33 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('v3_and_below_topics', buf, pos, end)
         n_v3_and_below_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_v3_and_below_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_v3_and_below_topics, pos = _w.read_uvarint(buf, pos, end, 'v3_and_below_topics')
         n_v3_and_below_topics -= 1
     if n_v3_and_below_topics < 0 or n_v3_and_below_topics > (end - pos) // 3:
         raise _w.bad_count('v3_and_below_topics', pos - 1, n_v3_and_below_topics, end, 3, 1)
     f_v3_and_below_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_v3_and_below_topics):
-            f_v3_and_below_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("v3_and_below_topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_v3_and_below_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_v3_and_below_topics):
+                f_v3_and_below_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("v3_and_below_topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    else:
+        obj = _new(AddPartitionsToTxnRequest)
     obj.transactions = []
     obj.v3_and_below_transactional_id = f_v3_and_below_transactional_id
     obj.v3_and_below_producer_id = f_v3_and_below_producer_id
@@ -276,7 +299,7 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
 
 def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
     """Decode AddPartitionsToTxnRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactions = buf[pos] - 1
         pos += 1
@@ -286,26 +309,33 @@ def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('transactions', buf, pos, end)
         n_transactions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactions, pos = _w.read_uvarint(buf, pos, end, 'transactions')
         n_transactions -= 1
     if n_transactions < 0 or n_transactions > (end - pos) // 14:
         raise _w.bad_count('transactions', pos - 1, n_transactions, end, 14, 1)
     f_transactions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_transactions):
-            f_transactions.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("transactions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_transactions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_transactions):
+                f_transactions.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("transactions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    else:
+        obj = _new(AddPartitionsToTxnRequest)
     obj.transactions = f_transactions
     obj.v3_and_below_transactional_id = ''
     obj.v3_and_below_producer_id = 0
@@ -349,7 +379,7 @@ def _enc_AddPartitionsToTxnRequest_v4(obj, out):
 
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, end):
     """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -359,6 +389,9 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -368,7 +401,10 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -393,26 +429,33 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
+    else:
+        obj = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
@@ -471,7 +514,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
 
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
     """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -485,7 +528,10 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -500,10 +546,15 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+    else:
+        obj = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -550,7 +601,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(obj, out):
 
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
     """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -560,6 +611,9 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -569,7 +623,10 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -582,6 +639,9 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -589,6 +649,8 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -597,7 +659,10 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+    else:
+        obj = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -650,7 +715,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_v0(buf, cur, end):
     """Decode AddPartitionsToTxnResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results_by_topic_v3_and_below, pos, end)
     if cython.compiled:
@@ -662,15 +727,19 @@ def _dec_AddPartitionsToTxnResponse_v0(buf, cur, end):
     if n_results_by_topic_v3_and_below < 0 or n_results_by_topic_v3_and_below > (end - pos) // 6:
         raise _w.bad_count('results_by_topic_v3_and_below', pos - 4, n_results_by_topic_v3_and_below, end, 6, 4)
     f_results_by_topic_v3_and_below = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results_by_topic_v3_and_below):
-            f_results_by_topic_v3_and_below.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results_by_topic_v3_and_below[%d]" % i)
-    pos = cur.pos
-    obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    if cython.compiled or n_results_by_topic_v3_and_below:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results_by_topic_v3_and_below):
+                f_results_by_topic_v3_and_below.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results_by_topic_v3_and_below[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    else:
+        obj = _new(AddPartitionsToTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.results_by_transaction = []
@@ -703,7 +772,7 @@ def _enc_AddPartitionsToTxnResponse_v0(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_v3(buf, cur, end):
     """Decode AddPartitionsToTxnResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -720,26 +789,33 @@ def _dec_AddPartitionsToTxnResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('results_by_topic_v3_and_below', buf, pos, end)
         n_results_by_topic_v3_and_below = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results_by_topic_v3_and_below = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results_by_topic_v3_and_below, pos = _w.read_uvarint(buf, pos, end, 'results_by_topic_v3_and_below')
         n_results_by_topic_v3_and_below -= 1
     if n_results_by_topic_v3_and_below < 0 or n_results_by_topic_v3_and_below > (end - pos) // 3:
         raise _w.bad_count('results_by_topic_v3_and_below', pos - 1, n_results_by_topic_v3_and_below, end, 3, 1)
     f_results_by_topic_v3_and_below = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results_by_topic_v3_and_below):
-            f_results_by_topic_v3_and_below.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results_by_topic_v3_and_below[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results_by_topic_v3_and_below:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results_by_topic_v3_and_below):
+                f_results_by_topic_v3_and_below.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results_by_topic_v3_and_below[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    else:
+        obj = _new(AddPartitionsToTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.results_by_transaction = []
@@ -781,7 +857,7 @@ def _enc_AddPartitionsToTxnResponse_v3(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
     """Decode AddPartitionsToTxnResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -799,26 +875,33 @@ def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('results_by_transaction', buf, pos, end)
         n_results_by_transaction = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results_by_transaction = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results_by_transaction, pos = _w.read_uvarint(buf, pos, end, 'results_by_transaction')
         n_results_by_transaction -= 1
     if n_results_by_transaction < 0 or n_results_by_transaction > (end - pos) // 3:
         raise _w.bad_count('results_by_transaction', pos - 1, n_results_by_transaction, end, 3, 1)
     f_results_by_transaction = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results_by_transaction):
-            f_results_by_transaction.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results_by_transaction[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results_by_transaction:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results_by_transaction):
+                f_results_by_transaction.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results_by_transaction[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    else:
+        obj = _new(AddPartitionsToTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.results_by_transaction = f_results_by_transaction
@@ -861,7 +944,7 @@ def _enc_AddPartitionsToTxnResponse_v4(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -871,6 +954,9 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -880,7 +966,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -893,26 +982,33 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
             raise _w.bad_uvarint('topic_results', buf, pos, end)
         n_topic_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_results, pos = _w.read_uvarint(buf, pos, end, 'topic_results')
         n_topic_results -= 1
     if n_topic_results < 0 or n_topic_results > (end - pos) // 3:
         raise _w.bad_count('topic_results', pos - 1, n_topic_results, end, 3, 1)
     f_topic_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_results):
-            f_topic_results.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_results):
+                f_topic_results.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnResponse_AddPartitionsToTxnResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse_AddPartitionsToTxnResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
+    else:
+        obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
     obj.transactional_id = f_transactional_id
     obj.topic_results = f_topic_results
     obj.unknown_tagged_fields = unknown
@@ -961,7 +1057,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -975,7 +1071,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, e
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -989,15 +1088,19 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, e
     if n_results_by_partition < 0 or n_results_by_partition > (end - pos) // 6:
         raise _w.bad_count('results_by_partition', pos - 4, n_results_by_partition, end, 6, 4)
     f_results_by_partition = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results_by_partition):
-            f_results_by_partition.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results_by_partition[%d]" % i)
-    pos = cur.pos
-    obj = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+    if cython.compiled or n_results_by_partition:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results_by_partition):
+                f_results_by_partition.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results_by_partition[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+    else:
+        obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
     obj.name = f_name
     obj.results_by_partition = f_results_by_partition
     obj.unknown_tagged_fields = []
@@ -1040,7 +1143,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1050,6 +1153,9 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1059,7 +1165,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1072,26 +1181,33 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
             raise _w.bad_uvarint('results_by_partition', buf, pos, end)
         n_results_by_partition = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results_by_partition = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results_by_partition, pos = _w.read_uvarint(buf, pos, end, 'results_by_partition')
         n_results_by_partition -= 1
     if n_results_by_partition < 0 or n_results_by_partition > (end - pos) // 7:
         raise _w.bad_count('results_by_partition', pos - 1, n_results_by_partition, end, 7, 1)
     f_results_by_partition = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results_by_partition):
-            f_results_by_partition.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results_by_partition[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results_by_partition:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results_by_partition):
+                f_results_by_partition.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results_by_partition[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+    else:
+        obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
     obj.name = f_name
     obj.results_by_partition = f_results_by_partition
     obj.unknown_tagged_fields = unknown
@@ -1140,7 +1256,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
     if cython.compiled:
@@ -1149,7 +1265,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, cu
     else:
         f_partition_index, f_partition_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+    else:
+        obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
     obj.partition_index = f_partition_index
     obj.partition_error_code = f_partition_error_code
     obj.unknown_tagged_fields = []
@@ -1171,7 +1290,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(obj, ou
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
     if cython.compiled:
@@ -1185,7 +1304,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf, cu
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+    else:
+        obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
     obj.partition_index = f_partition_index
     obj.partition_error_code = f_partition_error_code
     obj.unknown_tagged_fields = unknown

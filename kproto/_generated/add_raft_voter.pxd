@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -23,15 +24,15 @@ cdef class AddRaftVoterRequest(Message):
 cdef class AddRaftVoterResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, unknown_tagged_fields
 
-@_cy.locals(obj=AddRaftVoterRequest)
+@_cy.locals(obj=AddRaftVoterRequest, pos=Py_ssize_t)
 cpdef _dec_AddRaftVoterRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddRaftVoterRequest_v0(AddRaftVoterRequest obj, bytearray out)
-@_cy.locals(obj=AddRaftVoterRequest)
+@_cy.locals(obj=AddRaftVoterRequest, pos=Py_ssize_t)
 cpdef _dec_AddRaftVoterRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddRaftVoterRequest_v1(AddRaftVoterRequest obj, bytearray out)
-@_cy.locals(obj=AddRaftVoterRequest_Listener)
+@_cy.locals(obj=AddRaftVoterRequest_Listener, pos=Py_ssize_t)
 cdef _dec_AddRaftVoterRequest_Listener_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AddRaftVoterRequest_Listener_v0(AddRaftVoterRequest_Listener obj, bytearray out)
-@_cy.locals(obj=AddRaftVoterResponse)
+@_cy.locals(obj=AddRaftVoterResponse, pos=Py_ssize_t)
 cpdef _dec_AddRaftVoterResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AddRaftVoterResponse_v0(AddRaftVoterResponse obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -57,9 +54,14 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_timeout_ms__voter_id = (('timeout_ms', 0, 4), ('voter_id', 4, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_AddRaftVoterRequest_v0(buf, cur, end):
     """Decode AddRaftVoterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -69,6 +71,9 @@ def _dec_AddRaftVoterRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -78,7 +83,10 @@ def _dec_AddRaftVoterRequest_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -105,26 +113,33 @@ def _dec_AddRaftVoterRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('listeners', buf, pos, end)
         n_listeners = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
         n_listeners -= 1
     if n_listeners < 0 or n_listeners > (end - pos) // 5:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_AddRaftVoterRequest_Listener_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_AddRaftVoterRequest_Listener_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddRaftVoterRequest.__new__(AddRaftVoterRequest)
+    if cython.compiled:
+        obj = AddRaftVoterRequest.__new__(AddRaftVoterRequest)
+    else:
+        obj = _new(AddRaftVoterRequest)
     obj.cluster_id = f_cluster_id
     obj.timeout_ms = f_timeout_ms
     obj.voter_id = f_voter_id
@@ -186,7 +201,7 @@ def _enc_AddRaftVoterRequest_v0(obj, out):
 
 def _dec_AddRaftVoterRequest_v1(buf, cur, end):
     """Decode AddRaftVoterRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -196,6 +211,9 @@ def _dec_AddRaftVoterRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -205,7 +223,10 @@ def _dec_AddRaftVoterRequest_v1(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -232,20 +253,24 @@ def _dec_AddRaftVoterRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('listeners', buf, pos, end)
         n_listeners = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
         n_listeners -= 1
     if n_listeners < 0 or n_listeners > (end - pos) // 5:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_AddRaftVoterRequest_Listener_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_AddRaftVoterRequest_Listener_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_ack_when_committed, pos, end)
     if cython.compiled:
@@ -261,7 +286,10 @@ def _dec_AddRaftVoterRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddRaftVoterRequest.__new__(AddRaftVoterRequest)
+    if cython.compiled:
+        obj = AddRaftVoterRequest.__new__(AddRaftVoterRequest)
+    else:
+        obj = _new(AddRaftVoterRequest)
     obj.cluster_id = f_cluster_id
     obj.timeout_ms = f_timeout_ms
     obj.voter_id = f_voter_id
@@ -326,7 +354,7 @@ def _enc_AddRaftVoterRequest_v1(obj, out):
 
 def _dec_AddRaftVoterRequest_Listener_v0(buf, cur, end):
     """Decode AddRaftVoterRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -336,6 +364,9 @@ def _dec_AddRaftVoterRequest_Listener_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -345,7 +376,10 @@ def _dec_AddRaftVoterRequest_Listener_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -358,6 +392,9 @@ def _dec_AddRaftVoterRequest_Listener_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -367,7 +404,10 @@ def _dec_AddRaftVoterRequest_Listener_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -383,7 +423,10 @@ def _dec_AddRaftVoterRequest_Listener_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddRaftVoterRequest_Listener.__new__(AddRaftVoterRequest_Listener)
+    if cython.compiled:
+        obj = AddRaftVoterRequest_Listener.__new__(AddRaftVoterRequest_Listener)
+    else:
+        obj = _new(AddRaftVoterRequest_Listener)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port
@@ -441,7 +484,7 @@ def _enc_AddRaftVoterRequest_Listener_v0(obj, out):
 
 def _dec_AddRaftVoterResponse_v0(buf, cur, end):
     """Decode AddRaftVoterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -459,6 +502,9 @@ def _dec_AddRaftVoterResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -468,7 +514,10 @@ def _dec_AddRaftVoterResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -479,7 +528,10 @@ def _dec_AddRaftVoterResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddRaftVoterResponse.__new__(AddRaftVoterResponse)
+    if cython.compiled:
+        obj = AddRaftVoterResponse.__new__(AddRaftVoterResponse)
+    else:
+        obj = _new(AddRaftVoterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,9 +21,9 @@ cdef class AllocateProducerIdsRequest(Message):
 cdef class AllocateProducerIdsResponse(Message):
     cdef public object throttle_time_ms, error_code, producer_id_start, producer_id_len, unknown_tagged_fields
 
-@_cy.locals(obj=AllocateProducerIdsRequest)
+@_cy.locals(obj=AllocateProducerIdsRequest, pos=Py_ssize_t)
 cpdef _dec_AllocateProducerIdsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AllocateProducerIdsRequest_v0(AllocateProducerIdsRequest obj, bytearray out)
-@_cy.locals(obj=AllocateProducerIdsResponse)
+@_cy.locals(obj=AllocateProducerIdsResponse, pos=Py_ssize_t)
 cpdef _dec_AllocateProducerIdsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AllocateProducerIdsResponse_v0(AllocateProducerIdsResponse obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -52,9 +49,14 @@ _RUN_broker_id__broker_epoch = (('broker_id', 0, 4), ('broker_epoch', 4, 8))
 _RUN_throttle_time_ms__producer_id_len = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('producer_id_start', 6, 8), ('producer_id_len', 14, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_AllocateProducerIdsRequest_v0(buf, cur, end):
     """Decode AllocateProducerIdsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -68,7 +70,10 @@ def _dec_AllocateProducerIdsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AllocateProducerIdsRequest.__new__(AllocateProducerIdsRequest)
+    if cython.compiled:
+        obj = AllocateProducerIdsRequest.__new__(AllocateProducerIdsRequest)
+    else:
+        obj = _new(AllocateProducerIdsRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.unknown_tagged_fields = unknown
@@ -94,7 +99,7 @@ def _enc_AllocateProducerIdsRequest_v0(obj, out):
 
 def _dec_AllocateProducerIdsResponse_v0(buf, cur, end):
     """Decode AllocateProducerIdsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_throttle_time_ms__producer_id_len, pos, end)
     if cython.compiled:
@@ -110,7 +115,10 @@ def _dec_AllocateProducerIdsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AllocateProducerIdsResponse.__new__(AllocateProducerIdsResponse)
+    if cython.compiled:
+        obj = AllocateProducerIdsResponse.__new__(AllocateProducerIdsResponse)
+    else:
+        obj = _new(AllocateProducerIdsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id_start = f_producer_id_start

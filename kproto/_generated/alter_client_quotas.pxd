@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -35,45 +36,45 @@ cdef class AlterClientQuotasResponse_EntryData(Struct):
 cdef class AlterClientQuotasResponse(Message):
     cdef public object throttle_time_ms, entries, unknown_tagged_fields
 
-@_cy.locals(obj=AlterClientQuotasRequest)
+@_cy.locals(obj=AlterClientQuotasRequest, pos=Py_ssize_t)
 cpdef _dec_AlterClientQuotasRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterClientQuotasRequest_v0(AlterClientQuotasRequest obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasRequest)
+@_cy.locals(obj=AlterClientQuotasRequest, pos=Py_ssize_t)
 cpdef _dec_AlterClientQuotasRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterClientQuotasRequest_v1(AlterClientQuotasRequest obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasRequest_EntryData)
+@_cy.locals(obj=AlterClientQuotasRequest_EntryData, pos=Py_ssize_t)
 cdef _dec_AlterClientQuotasRequest_EntryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterClientQuotasRequest_EntryData_v0(AlterClientQuotasRequest_EntryData obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasRequest_EntryData)
+@_cy.locals(obj=AlterClientQuotasRequest_EntryData, pos=Py_ssize_t)
 cdef _dec_AlterClientQuotasRequest_EntryData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterClientQuotasRequest_EntryData_v1(AlterClientQuotasRequest_EntryData obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasRequest_EntityData)
+@_cy.locals(obj=AlterClientQuotasRequest_EntityData, pos=Py_ssize_t)
 cdef _dec_AlterClientQuotasRequest_EntityData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterClientQuotasRequest_EntityData_v0(AlterClientQuotasRequest_EntityData obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasRequest_EntityData)
+@_cy.locals(obj=AlterClientQuotasRequest_EntityData, pos=Py_ssize_t)
 cdef _dec_AlterClientQuotasRequest_EntityData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterClientQuotasRequest_EntityData_v1(AlterClientQuotasRequest_EntityData obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasRequest_OpData)
+@_cy.locals(obj=AlterClientQuotasRequest_OpData, pos=Py_ssize_t)
 cdef _dec_AlterClientQuotasRequest_OpData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterClientQuotasRequest_OpData_v0(AlterClientQuotasRequest_OpData obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasRequest_OpData)
+@_cy.locals(obj=AlterClientQuotasRequest_OpData, pos=Py_ssize_t)
 cdef _dec_AlterClientQuotasRequest_OpData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterClientQuotasRequest_OpData_v1(AlterClientQuotasRequest_OpData obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasResponse)
+@_cy.locals(obj=AlterClientQuotasResponse, pos=Py_ssize_t)
 cpdef _dec_AlterClientQuotasResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterClientQuotasResponse_v0(AlterClientQuotasResponse obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasResponse)
+@_cy.locals(obj=AlterClientQuotasResponse, pos=Py_ssize_t)
 cpdef _dec_AlterClientQuotasResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterClientQuotasResponse_v1(AlterClientQuotasResponse obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasResponse_EntryData)
+@_cy.locals(obj=AlterClientQuotasResponse_EntryData, pos=Py_ssize_t)
 cdef _dec_AlterClientQuotasResponse_EntryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterClientQuotasResponse_EntryData_v0(AlterClientQuotasResponse_EntryData obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasResponse_EntryData)
+@_cy.locals(obj=AlterClientQuotasResponse_EntryData, pos=Py_ssize_t)
 cdef _dec_AlterClientQuotasResponse_EntryData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterClientQuotasResponse_EntryData_v1(AlterClientQuotasResponse_EntryData obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasResponse_EntityData)
+@_cy.locals(obj=AlterClientQuotasResponse_EntityData, pos=Py_ssize_t)
 cdef _dec_AlterClientQuotasResponse_EntityData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterClientQuotasResponse_EntityData_v0(AlterClientQuotasResponse_EntityData obj, bytearray out)
-@_cy.locals(obj=AlterClientQuotasResponse_EntityData)
+@_cy.locals(obj=AlterClientQuotasResponse_EntityData, pos=Py_ssize_t)
 cdef _dec_AlterClientQuotasResponse_EntityData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterClientQuotasResponse_EntityData_v1(AlterClientQuotasResponse_EntityData obj, bytearray out)

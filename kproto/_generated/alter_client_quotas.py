@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -68,9 +65,14 @@ _RUN_validate_only = (('validate_only', 0, 1),)
 _RUN_value__remove = (('value', 0, 8), ('remove', 8, 1))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_AlterClientQuotasRequest_v0(buf, cur, end):
     """Decode AlterClientQuotasRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_entries, pos, end)
     if cython.compiled:
@@ -81,14 +83,15 @@ def _dec_AlterClientQuotasRequest_v0(buf, cur, end):
     if n_entries < 0 or n_entries > (end - pos) // 8:
         raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
     f_entries = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entries):
-            f_entries.append(_dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entries[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entries:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entries):
+                f_entries.append(_dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -99,7 +102,10 @@ def _dec_AlterClientQuotasRequest_v0(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
-    obj = AlterClientQuotasRequest.__new__(AlterClientQuotasRequest)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest.__new__(AlterClientQuotasRequest)
+    else:
+        obj = _new(AlterClientQuotasRequest)
     obj.entries = f_entries
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = []
@@ -132,7 +138,7 @@ def _enc_AlterClientQuotasRequest_v0(obj, out):
 
 def _dec_AlterClientQuotasRequest_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entries = buf[pos] - 1
         pos += 1
@@ -142,20 +148,24 @@ def _dec_AlterClientQuotasRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('entries', buf, pos, end)
         n_entries = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entries = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entries, pos = _w.read_uvarint(buf, pos, end, 'entries')
         n_entries -= 1
     if n_entries < 0 or n_entries > (end - pos) // 3:
         raise _w.bad_count('entries', pos - 1, n_entries, end, 3, 1)
     f_entries = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entries):
-            f_entries.append(_dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entries[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entries:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entries):
+                f_entries.append(_dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -171,7 +181,10 @@ def _dec_AlterClientQuotasRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasRequest.__new__(AlterClientQuotasRequest)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest.__new__(AlterClientQuotasRequest)
+    else:
+        obj = _new(AlterClientQuotasRequest)
     obj.entries = f_entries
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = unknown
@@ -209,7 +222,7 @@ def _enc_AlterClientQuotasRequest_v1(obj, out):
 
 def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_entity, pos, end)
     if cython.compiled:
@@ -220,14 +233,15 @@ def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 4:
         raise _w.bad_count('entity', pos - 4, n_entity, end, 4, 4)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_ops, pos, end)
     if cython.compiled:
@@ -238,15 +252,19 @@ def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
     if n_ops < 0 or n_ops > (end - pos) // 11:
         raise _w.bad_count('ops', pos - 4, n_ops, end, 11, 4)
     f_ops = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ops):
-            f_ops.append(_dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ops[%d]" % i)
-    pos = cur.pos
-    obj = AlterClientQuotasRequest_EntryData.__new__(AlterClientQuotasRequest_EntryData)
+    if cython.compiled or n_ops:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ops):
+                f_ops.append(_dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ops[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_EntryData.__new__(AlterClientQuotasRequest_EntryData)
+    else:
+        obj = _new(AlterClientQuotasRequest_EntryData)
     obj.entity = f_entity
     obj.ops = f_ops
     obj.unknown_tagged_fields = []
@@ -286,7 +304,7 @@ def _enc_AlterClientQuotasRequest_EntryData_v0(obj, out):
 
 def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity = buf[pos] - 1
         pos += 1
@@ -296,20 +314,24 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity', buf, pos, end)
         n_entity = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity, pos = _w.read_uvarint(buf, pos, end, 'entity')
         n_entity -= 1
     if n_entity < 0 or n_entity > (end - pos) // 3:
         raise _w.bad_count('entity', pos - 1, n_entity, end, 3, 1)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_ops = buf[pos] - 1
         pos += 1
@@ -319,26 +341,33 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('ops', buf, pos, end)
         n_ops = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_ops = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_ops, pos = _w.read_uvarint(buf, pos, end, 'ops')
         n_ops -= 1
     if n_ops < 0 or n_ops > (end - pos) // 11:
         raise _w.bad_count('ops', pos - 1, n_ops, end, 11, 1)
     f_ops = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ops):
-            f_ops.append(_dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ops[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ops:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ops):
+                f_ops.append(_dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ops[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasRequest_EntryData.__new__(AlterClientQuotasRequest_EntryData)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_EntryData.__new__(AlterClientQuotasRequest_EntryData)
+    else:
+        obj = _new(AlterClientQuotasRequest_EntryData)
     obj.entity = f_entity
     obj.ops = f_ops
     obj.unknown_tagged_fields = unknown
@@ -384,7 +413,7 @@ def _enc_AlterClientQuotasRequest_EntryData_v1(obj, out):
 
 def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData.EntityData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_entity_type, pos, end)
     if cython.compiled:
@@ -398,7 +427,10 @@ def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -415,13 +447,19 @@ def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
         raise _w.bad_sized('entity_name', pos, n_entity_name, end, 2, True)
-    obj = AlterClientQuotasRequest_EntityData.__new__(AlterClientQuotasRequest_EntityData)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_EntityData.__new__(AlterClientQuotasRequest_EntityData)
+    else:
+        obj = _new(AlterClientQuotasRequest_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = []
@@ -467,7 +505,7 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
 
 def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity_type = buf[pos] - 1
         pos += 1
@@ -477,6 +515,9 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_type', buf, pos, end)
         n_entity_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
@@ -486,7 +527,10 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -499,6 +543,9 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_name', buf, pos, end)
         n_entity_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1
@@ -508,7 +555,10 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
@@ -519,7 +569,10 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasRequest_EntityData.__new__(AlterClientQuotasRequest_EntityData)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_EntityData.__new__(AlterClientQuotasRequest_EntityData)
+    else:
+        obj = _new(AlterClientQuotasRequest_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = unknown
@@ -571,7 +624,7 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
 
 def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData.OpData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_key, pos, end)
     if cython.compiled:
@@ -585,7 +638,10 @@ def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
@@ -600,7 +656,10 @@ def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
     if f_remove != 0 and f_remove != 1:
         raise _w.bad_bool('remove', pos - 1, f_remove)
     b_remove = f_remove == 1
-    obj = AlterClientQuotasRequest_OpData.__new__(AlterClientQuotasRequest_OpData)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_OpData.__new__(AlterClientQuotasRequest_OpData)
+    else:
+        obj = _new(AlterClientQuotasRequest_OpData)
     obj.key = f_key
     obj.value = f_value
     obj.remove = b_remove
@@ -638,7 +697,7 @@ def _enc_AlterClientQuotasRequest_OpData_v0(obj, out):
 
 def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData.OpData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -648,6 +707,9 @@ def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
             raise _w.bad_uvarint('key', buf, pos, end)
         n_key = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
@@ -657,7 +719,10 @@ def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -677,7 +742,10 @@ def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasRequest_OpData.__new__(AlterClientQuotasRequest_OpData)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_OpData.__new__(AlterClientQuotasRequest_OpData)
+    else:
+        obj = _new(AlterClientQuotasRequest_OpData)
     obj.key = f_key
     obj.value = f_value
     obj.remove = b_remove
@@ -720,7 +788,7 @@ def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
 
 def _dec_AlterClientQuotasResponse_v0(buf, cur, end):
     """Decode AlterClientQuotasResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__entries, pos, end)
     if cython.compiled:
@@ -732,15 +800,19 @@ def _dec_AlterClientQuotasResponse_v0(buf, cur, end):
     if n_entries < 0 or n_entries > (end - pos) // 8:
         raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
     f_entries = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entries):
-            f_entries.append(_dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entries[%d]" % i)
-    pos = cur.pos
-    obj = AlterClientQuotasResponse.__new__(AlterClientQuotasResponse)
+    if cython.compiled or n_entries:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entries):
+                f_entries.append(_dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AlterClientQuotasResponse.__new__(AlterClientQuotasResponse)
+    else:
+        obj = _new(AlterClientQuotasResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.entries = f_entries
     obj.unknown_tagged_fields = []
@@ -769,7 +841,7 @@ def _enc_AlterClientQuotasResponse_v0(obj, out):
 
 def _dec_AlterClientQuotasResponse_v1(buf, cur, end):
     """Decode AlterClientQuotasResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -786,26 +858,33 @@ def _dec_AlterClientQuotasResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('entries', buf, pos, end)
         n_entries = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entries = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entries, pos = _w.read_uvarint(buf, pos, end, 'entries')
         n_entries -= 1
     if n_entries < 0 or n_entries > (end - pos) // 5:
         raise _w.bad_count('entries', pos - 1, n_entries, end, 5, 1)
     f_entries = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entries):
-            f_entries.append(_dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entries[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entries:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entries):
+                f_entries.append(_dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasResponse.__new__(AlterClientQuotasResponse)
+    if cython.compiled:
+        obj = AlterClientQuotasResponse.__new__(AlterClientQuotasResponse)
+    else:
+        obj = _new(AlterClientQuotasResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.entries = f_entries
     obj.unknown_tagged_fields = unknown
@@ -843,7 +922,7 @@ def _enc_AlterClientQuotasResponse_v1(obj, out):
 
 def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
     """Decode AlterClientQuotasResponse.EntryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -858,7 +937,10 @@ def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -874,15 +956,19 @@ def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 4:
         raise _w.bad_count('entity', pos - 4, n_entity, end, 4, 4)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
-    obj = AlterClientQuotasResponse_EntryData.__new__(AlterClientQuotasResponse_EntryData)
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AlterClientQuotasResponse_EntryData.__new__(AlterClientQuotasResponse_EntryData)
+    else:
+        obj = _new(AlterClientQuotasResponse_EntryData)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.entity = f_entity
@@ -927,7 +1013,7 @@ def _enc_AlterClientQuotasResponse_EntryData_v0(obj, out):
 
 def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
     """Decode AlterClientQuotasResponse.EntryData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -944,6 +1030,9 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -953,7 +1042,10 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -968,26 +1060,33 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity', buf, pos, end)
         n_entity = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity, pos = _w.read_uvarint(buf, pos, end, 'entity')
         n_entity -= 1
     if n_entity < 0 or n_entity > (end - pos) // 3:
         raise _w.bad_count('entity', pos - 1, n_entity, end, 3, 1)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasResponse_EntryData.__new__(AlterClientQuotasResponse_EntryData)
+    if cython.compiled:
+        obj = AlterClientQuotasResponse_EntryData.__new__(AlterClientQuotasResponse_EntryData)
+    else:
+        obj = _new(AlterClientQuotasResponse_EntryData)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.entity = f_entity
@@ -1042,7 +1141,7 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
 
 def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
     """Decode AlterClientQuotasResponse.EntryData.EntityData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_entity_type, pos, end)
     if cython.compiled:
@@ -1056,7 +1155,10 @@ def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -1073,13 +1175,19 @@ def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
         raise _w.bad_sized('entity_name', pos, n_entity_name, end, 2, True)
-    obj = AlterClientQuotasResponse_EntityData.__new__(AlterClientQuotasResponse_EntityData)
+    if cython.compiled:
+        obj = AlterClientQuotasResponse_EntityData.__new__(AlterClientQuotasResponse_EntityData)
+    else:
+        obj = _new(AlterClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = []
@@ -1125,7 +1233,7 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
 
 def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
     """Decode AlterClientQuotasResponse.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity_type = buf[pos] - 1
         pos += 1
@@ -1135,6 +1243,9 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_type', buf, pos, end)
         n_entity_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
@@ -1144,7 +1255,10 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -1157,6 +1271,9 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_name', buf, pos, end)
         n_entity_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1
@@ -1166,7 +1283,10 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
@@ -1177,7 +1297,10 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasResponse_EntityData.__new__(AlterClientQuotasResponse_EntityData)
+    if cython.compiled:
+        obj = AlterClientQuotasResponse_EntityData.__new__(AlterClientQuotasResponse_EntityData)
+    else:
+        obj = _new(AlterClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,33 +30,33 @@ cdef class AlterConfigsResponse_AlterConfigsResourceResponse(Struct):
 cdef class AlterConfigsResponse(Message):
     cdef public object throttle_time_ms, responses, unknown_tagged_fields
 
-@_cy.locals(obj=AlterConfigsRequest)
+@_cy.locals(obj=AlterConfigsRequest, pos=Py_ssize_t)
 cpdef _dec_AlterConfigsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterConfigsRequest_v0(AlterConfigsRequest obj, bytearray out)
-@_cy.locals(obj=AlterConfigsRequest)
+@_cy.locals(obj=AlterConfigsRequest, pos=Py_ssize_t)
 cpdef _dec_AlterConfigsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterConfigsRequest_v2(AlterConfigsRequest obj, bytearray out)
-@_cy.locals(obj=AlterConfigsRequest_AlterConfigsResource)
+@_cy.locals(obj=AlterConfigsRequest_AlterConfigsResource, pos=Py_ssize_t)
 cdef _dec_AlterConfigsRequest_AlterConfigsResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterConfigsRequest_AlterConfigsResource_v0(AlterConfigsRequest_AlterConfigsResource obj, bytearray out)
-@_cy.locals(obj=AlterConfigsRequest_AlterConfigsResource)
+@_cy.locals(obj=AlterConfigsRequest_AlterConfigsResource, pos=Py_ssize_t)
 cdef _dec_AlterConfigsRequest_AlterConfigsResource_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterConfigsRequest_AlterConfigsResource_v2(AlterConfigsRequest_AlterConfigsResource obj, bytearray out)
-@_cy.locals(obj=AlterConfigsRequest_AlterableConfig)
+@_cy.locals(obj=AlterConfigsRequest_AlterableConfig, pos=Py_ssize_t)
 cdef _dec_AlterConfigsRequest_AlterableConfig_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterConfigsRequest_AlterableConfig_v0(AlterConfigsRequest_AlterableConfig obj, bytearray out)
-@_cy.locals(obj=AlterConfigsRequest_AlterableConfig)
+@_cy.locals(obj=AlterConfigsRequest_AlterableConfig, pos=Py_ssize_t)
 cdef _dec_AlterConfigsRequest_AlterableConfig_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterConfigsRequest_AlterableConfig_v2(AlterConfigsRequest_AlterableConfig obj, bytearray out)
-@_cy.locals(obj=AlterConfigsResponse)
+@_cy.locals(obj=AlterConfigsResponse, pos=Py_ssize_t)
 cpdef _dec_AlterConfigsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterConfigsResponse_v0(AlterConfigsResponse obj, bytearray out)
-@_cy.locals(obj=AlterConfigsResponse)
+@_cy.locals(obj=AlterConfigsResponse, pos=Py_ssize_t)
 cpdef _dec_AlterConfigsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterConfigsResponse_v2(AlterConfigsResponse obj, bytearray out)
-@_cy.locals(obj=AlterConfigsResponse_AlterConfigsResourceResponse)
+@_cy.locals(obj=AlterConfigsResponse_AlterConfigsResourceResponse, pos=Py_ssize_t)
 cdef _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v0(AlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)
-@_cy.locals(obj=AlterConfigsResponse_AlterConfigsResourceResponse)
+@_cy.locals(obj=AlterConfigsResponse_AlterConfigsResourceResponse, pos=Py_ssize_t)
 cdef _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v2(AlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)

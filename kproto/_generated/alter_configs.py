@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -66,9 +63,14 @@ _RUN_validate_only = (('validate_only', 0, 1),)
 _RUN_value = (('value', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_AlterConfigsRequest_v0(buf, cur, end):
     """Decode AlterConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -79,14 +81,15 @@ def _dec_AlterConfigsRequest_v0(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -97,7 +100,10 @@ def _dec_AlterConfigsRequest_v0(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
-    obj = AlterConfigsRequest.__new__(AlterConfigsRequest)
+    if cython.compiled:
+        obj = AlterConfigsRequest.__new__(AlterConfigsRequest)
+    else:
+        obj = _new(AlterConfigsRequest)
     obj.resources = f_resources
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = []
@@ -130,7 +136,7 @@ def _enc_AlterConfigsRequest_v0(obj, out):
 
 def _dec_AlterConfigsRequest_v2(buf, cur, end):
     """Decode AlterConfigsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resources = buf[pos] - 1
         pos += 1
@@ -140,20 +146,24 @@ def _dec_AlterConfigsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('resources', buf, pos, end)
         n_resources = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resources, pos = _w.read_uvarint(buf, pos, end, 'resources')
         n_resources -= 1
     if n_resources < 0 or n_resources > (end - pos) // 4:
         raise _w.bad_count('resources', pos - 1, n_resources, end, 4, 1)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -169,7 +179,10 @@ def _dec_AlterConfigsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterConfigsRequest.__new__(AlterConfigsRequest)
+    if cython.compiled:
+        obj = AlterConfigsRequest.__new__(AlterConfigsRequest)
+    else:
+        obj = _new(AlterConfigsRequest)
     obj.resources = f_resources
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = unknown
@@ -207,7 +220,7 @@ def _enc_AlterConfigsRequest_v2(obj, out):
 
 def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     """Decode AlterConfigsRequest.AlterConfigsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -222,7 +235,10 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -236,15 +252,19 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 4:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 4, 4)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
-    obj = AlterConfigsRequest_AlterConfigsResource.__new__(AlterConfigsRequest_AlterConfigsResource)
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AlterConfigsRequest_AlterConfigsResource.__new__(AlterConfigsRequest_AlterConfigsResource)
+    else:
+        obj = _new(AlterConfigsRequest_AlterConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configs = f_configs
@@ -289,7 +309,7 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v0(obj, out):
 
 def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
     """Decode AlterConfigsRequest.AlterConfigsResource (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -306,6 +326,9 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -315,7 +338,10 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -328,26 +354,33 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
             raise _w.bad_uvarint('configs', buf, pos, end)
         n_configs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_configs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_configs, pos = _w.read_uvarint(buf, pos, end, 'configs')
         n_configs -= 1
     if n_configs < 0 or n_configs > (end - pos) // 3:
         raise _w.bad_count('configs', pos - 1, n_configs, end, 3, 1)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterConfigsRequest_AlterConfigsResource.__new__(AlterConfigsRequest_AlterConfigsResource)
+    if cython.compiled:
+        obj = AlterConfigsRequest_AlterConfigsResource.__new__(AlterConfigsRequest_AlterConfigsResource)
+    else:
+        obj = _new(AlterConfigsRequest_AlterConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configs = f_configs
@@ -402,7 +435,7 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v2(obj, out):
 
 def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
     """Decode AlterConfigsRequest.AlterConfigsResource.AlterableConfig (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -416,7 +449,10 @@ def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -433,13 +469,19 @@ def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
         raise _w.bad_sized('value', pos, n_value, end, 2, True)
-    obj = AlterConfigsRequest_AlterableConfig.__new__(AlterConfigsRequest_AlterableConfig)
+    if cython.compiled:
+        obj = AlterConfigsRequest_AlterableConfig.__new__(AlterConfigsRequest_AlterableConfig)
+    else:
+        obj = _new(AlterConfigsRequest_AlterableConfig)
     obj.name = f_name
     obj.value = f_value
     obj.unknown_tagged_fields = []
@@ -485,7 +527,7 @@ def _enc_AlterConfigsRequest_AlterableConfig_v0(obj, out):
 
 def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
     """Decode AlterConfigsRequest.AlterConfigsResource.AlterableConfig (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -495,6 +537,9 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -504,7 +549,10 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -517,6 +565,9 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
@@ -526,7 +577,10 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -537,7 +591,10 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterConfigsRequest_AlterableConfig.__new__(AlterConfigsRequest_AlterableConfig)
+    if cython.compiled:
+        obj = AlterConfigsRequest_AlterableConfig.__new__(AlterConfigsRequest_AlterableConfig)
+    else:
+        obj = _new(AlterConfigsRequest_AlterableConfig)
     obj.name = f_name
     obj.value = f_value
     obj.unknown_tagged_fields = unknown
@@ -589,7 +646,7 @@ def _enc_AlterConfigsRequest_AlterableConfig_v2(obj, out):
 
 def _dec_AlterConfigsResponse_v0(buf, cur, end):
     """Decode AlterConfigsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -601,15 +658,19 @@ def _dec_AlterConfigsResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 7:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 7, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
-    obj = AlterConfigsResponse.__new__(AlterConfigsResponse)
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AlterConfigsResponse.__new__(AlterConfigsResponse)
+    else:
+        obj = _new(AlterConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = []
@@ -638,7 +699,7 @@ def _enc_AlterConfigsResponse_v0(obj, out):
 
 def _dec_AlterConfigsResponse_v2(buf, cur, end):
     """Decode AlterConfigsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -655,26 +716,33 @@ def _dec_AlterConfigsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 6, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterConfigsResponse.__new__(AlterConfigsResponse)
+    if cython.compiled:
+        obj = AlterConfigsResponse.__new__(AlterConfigsResponse)
+    else:
+        obj = _new(AlterConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = unknown
@@ -712,7 +780,7 @@ def _enc_AlterConfigsResponse_v2(obj, out):
 
 def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
     """Decode AlterConfigsResponse.AlterConfigsResourceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -727,7 +795,10 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -747,11 +818,17 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
-    obj = AlterConfigsResponse_AlterConfigsResourceResponse.__new__(AlterConfigsResponse_AlterConfigsResourceResponse)
+    if cython.compiled:
+        obj = AlterConfigsResponse_AlterConfigsResourceResponse.__new__(AlterConfigsResponse_AlterConfigsResourceResponse)
+    else:
+        obj = _new(AlterConfigsResponse_AlterConfigsResourceResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -801,7 +878,7 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, out):
 
 def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
     """Decode AlterConfigsResponse.AlterConfigsResourceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -818,6 +895,9 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -827,7 +907,10 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -849,6 +932,9 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -858,7 +944,10 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -867,7 +956,10 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterConfigsResponse_AlterConfigsResourceResponse.__new__(AlterConfigsResponse_AlterConfigsResourceResponse)
+    if cython.compiled:
+        obj = AlterConfigsResponse_AlterConfigsResourceResponse.__new__(AlterConfigsResponse_AlterConfigsResourceResponse)
+    else:
+        obj = _new(AlterConfigsResponse_AlterConfigsResourceResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type

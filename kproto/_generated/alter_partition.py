@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -60,9 +57,15 @@ _RUN_partition_index__leader_epoch_2 = (('partition_index', 0, 4), ('error_code'
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_AlterPartitionRequest_v0(buf, cur, end):
     """Decode AlterPartitionRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -80,26 +83,33 @@ def _dec_AlterPartitionRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterPartitionRequest_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterPartitionRequest_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    if cython.compiled:
+        obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    else:
+        obj = _new(AlterPartitionRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.topics = f_topics
@@ -139,7 +149,7 @@ def _enc_AlterPartitionRequest_v0(obj, out):
 
 def _dec_AlterPartitionRequest_v1(buf, cur, end):
     """Decode AlterPartitionRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -157,26 +167,33 @@ def _dec_AlterPartitionRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterPartitionRequest_TopicData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterPartitionRequest_TopicData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    if cython.compiled:
+        obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    else:
+        obj = _new(AlterPartitionRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.topics = f_topics
@@ -216,7 +233,7 @@ def _enc_AlterPartitionRequest_v1(obj, out):
 
 def _dec_AlterPartitionRequest_v2(buf, cur, end):
     """Decode AlterPartitionRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -234,26 +251,33 @@ def _dec_AlterPartitionRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterPartitionRequest_TopicData_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterPartitionRequest_TopicData_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    if cython.compiled:
+        obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    else:
+        obj = _new(AlterPartitionRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.topics = f_topics
@@ -293,7 +317,7 @@ def _enc_AlterPartitionRequest_v2(obj, out):
 
 def _dec_AlterPartitionRequest_v3(buf, cur, end):
     """Decode AlterPartitionRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -311,26 +335,33 @@ def _dec_AlterPartitionRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterPartitionRequest_TopicData_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterPartitionRequest_TopicData_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    if cython.compiled:
+        obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    else:
+        obj = _new(AlterPartitionRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.topics = f_topics
@@ -370,7 +401,7 @@ def _enc_AlterPartitionRequest_v3(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -380,6 +411,9 @@ def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -389,7 +423,10 @@ def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -402,26 +439,33 @@ def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 14, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    else:
+        obj = _new(AlterPartitionRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -471,7 +515,7 @@ def _enc_AlterPartitionRequest_TopicData_v0(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -481,6 +525,9 @@ def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -490,7 +537,10 @@ def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -503,26 +553,33 @@ def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    else:
+        obj = _new(AlterPartitionRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -572,7 +629,7 @@ def _enc_AlterPartitionRequest_TopicData_v1(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v2(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -586,26 +643,33 @@ def _dec_AlterPartitionRequest_TopicData_v2(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    else:
+        obj = _new(AlterPartitionRequest_TopicData)
     obj.topic_name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -640,7 +704,7 @@ def _enc_AlterPartitionRequest_TopicData_v2(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v3(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -654,26 +718,33 @@ def _dec_AlterPartitionRequest_TopicData_v3(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    else:
+        obj = _new(AlterPartitionRequest_TopicData)
     obj.topic_name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -708,7 +779,7 @@ def _enc_AlterPartitionRequest_TopicData_v3(obj, out):
 
 def _dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -726,6 +797,9 @@ def _dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end):
             raise _w.bad_uvarint('new_isr', buf, pos, end)
         n_new_isr = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_new_isr = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_new_isr, pos = _w.read_uvarint(buf, pos, end, 'new_isr')
         n_new_isr -= 1
@@ -733,6 +807,8 @@ def _dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end):
         raise _w.bad_count('new_isr', pos - 1, n_new_isr, end, 4, 1)
     if cython.compiled:
         f_new_isr = [_read_i(buf, pos + 4 * i) for i in range(n_new_isr)]
+    elif n_new_isr < _w.SMALL_ARRAY_MAX:
+        f_new_isr = list(_A_i[n_new_isr].unpack_from(buf, pos))
     else:
         f_new_isr = list(_unpack_from(">%di" % n_new_isr, buf, pos))
     pos += n_new_isr * 4
@@ -748,7 +824,10 @@ def _dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    else:
+        obj = _new(AlterPartitionRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_epoch = f_leader_epoch
     obj.new_isr = f_new_isr
@@ -804,7 +883,7 @@ def _enc_AlterPartitionRequest_PartitionData_v0(obj, out):
 
 def _dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -822,6 +901,9 @@ def _dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end):
             raise _w.bad_uvarint('new_isr', buf, pos, end)
         n_new_isr = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_new_isr = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_new_isr, pos = _w.read_uvarint(buf, pos, end, 'new_isr')
         n_new_isr -= 1
@@ -829,6 +911,8 @@ def _dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end):
         raise _w.bad_count('new_isr', pos - 1, n_new_isr, end, 4, 1)
     if cython.compiled:
         f_new_isr = [_read_i(buf, pos + 4 * i) for i in range(n_new_isr)]
+    elif n_new_isr < _w.SMALL_ARRAY_MAX:
+        f_new_isr = list(_A_i[n_new_isr].unpack_from(buf, pos))
     else:
         f_new_isr = list(_unpack_from(">%di" % n_new_isr, buf, pos))
     pos += n_new_isr * 4
@@ -845,7 +929,10 @@ def _dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    else:
+        obj = _new(AlterPartitionRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_epoch = f_leader_epoch
     obj.new_isr = f_new_isr
@@ -900,7 +987,7 @@ def _enc_AlterPartitionRequest_PartitionData_v1(obj, out):
 
 def _dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -918,20 +1005,24 @@ def _dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end):
             raise _w.bad_uvarint('new_isr_with_epochs', buf, pos, end)
         n_new_isr_with_epochs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_new_isr_with_epochs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_new_isr_with_epochs, pos = _w.read_uvarint(buf, pos, end, 'new_isr_with_epochs')
         n_new_isr_with_epochs -= 1
     if n_new_isr_with_epochs < 0 or n_new_isr_with_epochs > (end - pos) // 13:
         raise _w.bad_count('new_isr_with_epochs', pos - 1, n_new_isr_with_epochs, end, 13, 1)
     f_new_isr_with_epochs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_new_isr_with_epochs):
-            f_new_isr_with_epochs.append(_dec_AlterPartitionRequest_BrokerState_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("new_isr_with_epochs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_new_isr_with_epochs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_new_isr_with_epochs):
+                f_new_isr_with_epochs.append(_dec_AlterPartitionRequest_BrokerState_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("new_isr_with_epochs[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
     if cython.compiled:
@@ -945,7 +1036,10 @@ def _dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    else:
+        obj = _new(AlterPartitionRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_epoch = f_leader_epoch
     obj.new_isr = []
@@ -996,7 +1090,7 @@ def _enc_AlterPartitionRequest_PartitionData_v3(obj, out):
 
 def _dec_AlterPartitionRequest_BrokerState_v3(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData.BrokerState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -1010,7 +1104,10 @@ def _dec_AlterPartitionRequest_BrokerState_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_BrokerState.__new__(AlterPartitionRequest_BrokerState)
+    if cython.compiled:
+        obj = AlterPartitionRequest_BrokerState.__new__(AlterPartitionRequest_BrokerState)
+    else:
+        obj = _new(AlterPartitionRequest_BrokerState)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.unknown_tagged_fields = unknown
@@ -1036,7 +1133,7 @@ def _enc_AlterPartitionRequest_BrokerState_v3(obj, out):
 
 def _dec_AlterPartitionResponse_v0(buf, cur, end):
     """Decode AlterPartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1054,26 +1151,33 @@ def _dec_AlterPartitionResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterPartitionResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterPartitionResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    if cython.compiled:
+        obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    else:
+        obj = _new(AlterPartitionResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.topics = f_topics
@@ -1113,7 +1217,7 @@ def _enc_AlterPartitionResponse_v0(obj, out):
 
 def _dec_AlterPartitionResponse_v1(buf, cur, end):
     """Decode AlterPartitionResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1131,26 +1235,33 @@ def _dec_AlterPartitionResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterPartitionResponse_TopicData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterPartitionResponse_TopicData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    if cython.compiled:
+        obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    else:
+        obj = _new(AlterPartitionResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.topics = f_topics
@@ -1190,7 +1301,7 @@ def _enc_AlterPartitionResponse_v1(obj, out):
 
 def _dec_AlterPartitionResponse_v2(buf, cur, end):
     """Decode AlterPartitionResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1208,26 +1319,33 @@ def _dec_AlterPartitionResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterPartitionResponse_TopicData_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterPartitionResponse_TopicData_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    if cython.compiled:
+        obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    else:
+        obj = _new(AlterPartitionResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.topics = f_topics
@@ -1267,7 +1385,7 @@ def _enc_AlterPartitionResponse_v2(obj, out):
 
 def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1277,6 +1395,9 @@ def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -1286,7 +1407,10 @@ def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1299,26 +1423,33 @@ def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    else:
+        obj = _new(AlterPartitionResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1368,7 +1499,7 @@ def _enc_AlterPartitionResponse_TopicData_v0(obj, out):
 
 def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1378,6 +1509,9 @@ def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -1387,7 +1521,10 @@ def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1400,26 +1537,33 @@ def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 21:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 21, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    else:
+        obj = _new(AlterPartitionResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1469,7 +1613,7 @@ def _enc_AlterPartitionResponse_TopicData_v1(obj, out):
 
 def _dec_AlterPartitionResponse_TopicData_v2(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -1483,26 +1627,33 @@ def _dec_AlterPartitionResponse_TopicData_v2(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 21:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 21, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    else:
+        obj = _new(AlterPartitionResponse_TopicData)
     obj.topic_name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -1537,7 +1688,7 @@ def _enc_AlterPartitionResponse_TopicData_v2(obj, out):
 
 def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1557,6 +1708,9 @@ def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
             raise _w.bad_uvarint('isr', buf, pos, end)
         n_isr = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_isr = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_isr, pos = _w.read_uvarint(buf, pos, end, 'isr')
         n_isr -= 1
@@ -1564,6 +1718,8 @@ def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
         raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1579,7 +1735,10 @@ def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse_PartitionData.__new__(AlterPartitionResponse_PartitionData)
+    if cython.compiled:
+        obj = AlterPartitionResponse_PartitionData.__new__(AlterPartitionResponse_PartitionData)
+    else:
+        obj = _new(AlterPartitionResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1634,7 +1793,7 @@ def _enc_AlterPartitionResponse_PartitionData_v0(obj, out):
 
 def _dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1654,6 +1813,9 @@ def _dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end):
             raise _w.bad_uvarint('isr', buf, pos, end)
         n_isr = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_isr = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_isr, pos = _w.read_uvarint(buf, pos, end, 'isr')
         n_isr -= 1
@@ -1661,6 +1823,8 @@ def _dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end):
         raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1677,7 +1841,10 @@ def _dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse_PartitionData.__new__(AlterPartitionResponse_PartitionData)
+    if cython.compiled:
+        obj = AlterPartitionResponse_PartitionData.__new__(AlterPartitionResponse_PartitionData)
+    else:
+        obj = _new(AlterPartitionResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id

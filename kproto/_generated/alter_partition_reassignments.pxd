@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,27 +33,27 @@ cdef class AlterPartitionReassignmentsResponse_ReassignableTopicResponse(Struct)
 cdef class AlterPartitionReassignmentsResponse(Message):
     cdef public object throttle_time_ms, allow_replication_factor_change, error_code, error_message, responses, unknown_tagged_fields
 
-@_cy.locals(obj=AlterPartitionReassignmentsRequest)
+@_cy.locals(obj=AlterPartitionReassignmentsRequest, pos=Py_ssize_t)
 cpdef _dec_AlterPartitionReassignmentsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterPartitionReassignmentsRequest_v0(AlterPartitionReassignmentsRequest obj, bytearray out)
-@_cy.locals(obj=AlterPartitionReassignmentsRequest)
+@_cy.locals(obj=AlterPartitionReassignmentsRequest, pos=Py_ssize_t)
 cpdef _dec_AlterPartitionReassignmentsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterPartitionReassignmentsRequest_v1(AlterPartitionReassignmentsRequest obj, bytearray out)
-@_cy.locals(obj=AlterPartitionReassignmentsRequest_ReassignableTopic)
+@_cy.locals(obj=AlterPartitionReassignmentsRequest_ReassignableTopic, pos=Py_ssize_t)
 cdef _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(AlterPartitionReassignmentsRequest_ReassignableTopic obj, bytearray out)
-@_cy.locals(obj=AlterPartitionReassignmentsRequest_ReassignablePartition)
+@_cy.locals(obj=AlterPartitionReassignmentsRequest_ReassignablePartition, pos=Py_ssize_t)
 cdef _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(AlterPartitionReassignmentsRequest_ReassignablePartition obj, bytearray out)
-@_cy.locals(obj=AlterPartitionReassignmentsResponse)
+@_cy.locals(obj=AlterPartitionReassignmentsResponse, pos=Py_ssize_t)
 cpdef _dec_AlterPartitionReassignmentsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterPartitionReassignmentsResponse_v0(AlterPartitionReassignmentsResponse obj, bytearray out)
-@_cy.locals(obj=AlterPartitionReassignmentsResponse)
+@_cy.locals(obj=AlterPartitionReassignmentsResponse, pos=Py_ssize_t)
 cpdef _dec_AlterPartitionReassignmentsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterPartitionReassignmentsResponse_v1(AlterPartitionReassignmentsResponse obj, bytearray out)
-@_cy.locals(obj=AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
+@_cy.locals(obj=AlterPartitionReassignmentsResponse_ReassignableTopicResponse, pos=Py_ssize_t)
 cdef _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(AlterPartitionReassignmentsResponse_ReassignableTopicResponse obj, bytearray out)
-@_cy.locals(obj=AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+@_cy.locals(obj=AlterPartitionReassignmentsResponse_ReassignablePartitionResponse, pos=Py_ssize_t)
 cdef _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse obj, bytearray out)

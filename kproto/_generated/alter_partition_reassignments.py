@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -60,9 +57,15 @@ _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 _RUN_timeout_ms__allow_replication_factor_change = (('timeout_ms', 0, 4), ('allow_replication_factor_change', 4, 1))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_AlterPartitionReassignmentsRequest_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -79,26 +82,33 @@ def _dec_AlterPartitionReassignmentsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsRequest.__new__(AlterPartitionReassignmentsRequest)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsRequest.__new__(AlterPartitionReassignmentsRequest)
+    else:
+        obj = _new(AlterPartitionReassignmentsRequest)
     obj.timeout_ms = f_timeout_ms
     obj.allow_replication_factor_change = True
     obj.topics = f_topics
@@ -139,7 +149,7 @@ def _enc_AlterPartitionReassignmentsRequest_v0(obj, out):
 
 def _dec_AlterPartitionReassignmentsRequest_v1(buf, cur, end):
     """Decode AlterPartitionReassignmentsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__allow_replication_factor_change, pos, end)
     if cython.compiled:
@@ -160,26 +170,33 @@ def _dec_AlterPartitionReassignmentsRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsRequest.__new__(AlterPartitionReassignmentsRequest)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsRequest.__new__(AlterPartitionReassignmentsRequest)
+    else:
+        obj = _new(AlterPartitionReassignmentsRequest)
     obj.timeout_ms = f_timeout_ms
     obj.allow_replication_factor_change = b_allow_replication_factor_change
     obj.topics = f_topics
@@ -219,7 +236,7 @@ def _enc_AlterPartitionReassignmentsRequest_v1(obj, out):
 
 def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsRequest.ReassignableTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -229,6 +246,9 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -238,7 +258,10 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -251,26 +274,33 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 6, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsRequest_ReassignableTopic.__new__(AlterPartitionReassignmentsRequest_ReassignableTopic)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsRequest_ReassignableTopic.__new__(AlterPartitionReassignmentsRequest_ReassignableTopic)
+    else:
+        obj = _new(AlterPartitionReassignmentsRequest_ReassignableTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -319,7 +349,7 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(obj, out):
 
 def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -336,6 +366,9 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, e
             raise _w.bad_uvarint('replicas', buf, pos, end)
         n_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_replicas, pos = _w.read_uvarint(buf, pos, end, 'replicas')
         n_replicas -= 1
@@ -346,6 +379,8 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, e
     else:
         if cython.compiled:
             f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+        elif n_replicas < _w.SMALL_ARRAY_MAX:
+            f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
         else:
             f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
         pos += n_replicas * 4
@@ -354,7 +389,10 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, e
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsRequest_ReassignablePartition.__new__(AlterPartitionReassignmentsRequest_ReassignablePartition)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsRequest_ReassignablePartition.__new__(AlterPartitionReassignmentsRequest_ReassignablePartition)
+    else:
+        obj = _new(AlterPartitionReassignmentsRequest_ReassignablePartition)
     obj.partition_index = f_partition_index
     obj.replicas = f_replicas
     obj.unknown_tagged_fields = unknown
@@ -397,7 +435,7 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(obj, out):
 
 def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -415,6 +453,9 @@ def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -424,7 +465,10 @@ def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -439,26 +483,33 @@ def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsResponse.__new__(AlterPartitionReassignmentsResponse)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsResponse.__new__(AlterPartitionReassignmentsResponse)
+    else:
+        obj = _new(AlterPartitionReassignmentsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.allow_replication_factor_change = True
     obj.error_code = f_error_code
@@ -516,7 +567,7 @@ def _enc_AlterPartitionReassignmentsResponse_v0(obj, out):
 
 def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
     """Decode AlterPartitionReassignmentsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 7:
         raise _w.short_run(_RUN_throttle_time_ms__error_code_2, pos, end)
     if cython.compiled:
@@ -538,6 +589,9 @@ def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -547,7 +601,10 @@ def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -562,26 +619,33 @@ def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsResponse.__new__(AlterPartitionReassignmentsResponse)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsResponse.__new__(AlterPartitionReassignmentsResponse)
+    else:
+        obj = _new(AlterPartitionReassignmentsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.allow_replication_factor_change = b_allow_replication_factor_change
     obj.error_code = f_error_code
@@ -640,7 +704,7 @@ def _enc_AlterPartitionReassignmentsResponse_v1(obj, out):
 
 def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsResponse.ReassignableTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -650,6 +714,9 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, c
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -659,7 +726,10 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, c
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -672,26 +742,33 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, c
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 8:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 8, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsResponse_ReassignableTopicResponse.__new__(AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsResponse_ReassignableTopicResponse.__new__(AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
+    else:
+        obj = _new(AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -740,7 +817,7 @@ def _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(obj, o
 
 def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -758,6 +835,9 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(bu
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -767,7 +847,10 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(bu
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -778,7 +861,10 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(bu
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsResponse_ReassignablePartitionResponse.__new__(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsResponse_ReassignablePartitionResponse.__new__(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+    else:
+        obj = _new(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,39 +33,39 @@ cdef class AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(Struct):
 cdef class AlterReplicaLogDirsResponse(Message):
     cdef public object throttle_time_ms, results, unknown_tagged_fields
 
-@_cy.locals(obj=AlterReplicaLogDirsRequest)
+@_cy.locals(obj=AlterReplicaLogDirsRequest, pos=Py_ssize_t)
 cpdef _dec_AlterReplicaLogDirsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterReplicaLogDirsRequest_v0(AlterReplicaLogDirsRequest obj, bytearray out)
-@_cy.locals(obj=AlterReplicaLogDirsRequest)
+@_cy.locals(obj=AlterReplicaLogDirsRequest, pos=Py_ssize_t)
 cpdef _dec_AlterReplicaLogDirsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterReplicaLogDirsRequest_v2(AlterReplicaLogDirsRequest obj, bytearray out)
-@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDir, pos=Py_ssize_t)
 cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(AlterReplicaLogDirsRequest_AlterReplicaLogDir obj, bytearray out)
-@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDir, pos=Py_ssize_t)
 cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(AlterReplicaLogDirsRequest_AlterReplicaLogDir obj, bytearray out)
-@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, pos=Py_ssize_t)
 cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic obj, bytearray out)
-@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, pos=Py_ssize_t)
 cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic obj, bytearray out)
-@_cy.locals(obj=AlterReplicaLogDirsResponse)
+@_cy.locals(obj=AlterReplicaLogDirsResponse, pos=Py_ssize_t)
 cpdef _dec_AlterReplicaLogDirsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterReplicaLogDirsResponse_v0(AlterReplicaLogDirsResponse obj, bytearray out)
-@_cy.locals(obj=AlterReplicaLogDirsResponse)
+@_cy.locals(obj=AlterReplicaLogDirsResponse, pos=Py_ssize_t)
 cpdef _dec_AlterReplicaLogDirsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterReplicaLogDirsResponse_v2(AlterReplicaLogDirsResponse obj, bytearray out)
-@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, pos=Py_ssize_t)
 cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult obj, bytearray out)
-@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, pos=Py_ssize_t)
 cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult obj, bytearray out)
-@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, pos=Py_ssize_t)
 cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult obj, bytearray out)
-@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, pos=Py_ssize_t)
 cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,9 +58,15 @@ _RUN_topic_name = (('topic_name', 0, 2),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_AlterReplicaLogDirsRequest_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_dirs, pos, end)
     if cython.compiled:
@@ -74,15 +77,19 @@ def _dec_AlterReplicaLogDirsRequest_v0(buf, cur, end):
     if n_dirs < 0 or n_dirs > (end - pos) // 6:
         raise _w.bad_count('dirs', pos - 4, n_dirs, end, 6, 4)
     f_dirs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_dirs):
-            f_dirs.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("dirs[%d]" % i)
-    pos = cur.pos
-    obj = AlterReplicaLogDirsRequest.__new__(AlterReplicaLogDirsRequest)
+    if cython.compiled or n_dirs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_dirs):
+                f_dirs.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("dirs[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest.__new__(AlterReplicaLogDirsRequest)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest)
     obj.dirs = f_dirs
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -109,7 +116,7 @@ def _enc_AlterReplicaLogDirsRequest_v0(obj, out):
 
 def _dec_AlterReplicaLogDirsRequest_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_dirs = buf[pos] - 1
         pos += 1
@@ -119,26 +126,33 @@ def _dec_AlterReplicaLogDirsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('dirs', buf, pos, end)
         n_dirs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_dirs, pos = _w.read_uvarint(buf, pos, end, 'dirs')
         n_dirs -= 1
     if n_dirs < 0 or n_dirs > (end - pos) // 3:
         raise _w.bad_count('dirs', pos - 1, n_dirs, end, 3, 1)
     f_dirs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_dirs):
-            f_dirs.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("dirs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_dirs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_dirs):
+                f_dirs.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("dirs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsRequest.__new__(AlterReplicaLogDirsRequest)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest.__new__(AlterReplicaLogDirsRequest)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest)
     obj.dirs = f_dirs
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -170,7 +184,7 @@ def _enc_AlterReplicaLogDirsRequest_v2(obj, out):
 
 def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_path, pos, end)
     if cython.compiled:
@@ -184,7 +198,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
             if f_path is None:
                 raise _w.bad_utf8_at(buf, pos, n_path, 'path')
         else:
-            f_path = _w.utf8(buf, pos, n_path, 'path')
+            try:
+                f_path = buf[pos:pos + n_path].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('path', pos, exc) from None
         pos += n_path
     else:
         raise _w.bad_sized('path', pos, n_path, end, 2, False)
@@ -198,15 +215,19 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = AlterReplicaLogDirsRequest_AlterReplicaLogDir.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest_AlterReplicaLogDir.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
     obj.path = f_path
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -249,7 +270,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(obj, out):
 
 def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_path = buf[pos] - 1
         pos += 1
@@ -259,6 +280,9 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
             raise _w.bad_uvarint('path', buf, pos, end)
         n_path = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_path = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_path, pos = _w.read_uvarint(buf, pos, end, 'path')
         n_path -= 1
@@ -268,7 +292,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
             if f_path is None:
                 raise _w.bad_utf8_at(buf, pos, n_path, 'path')
         else:
-            f_path = _w.utf8(buf, pos, n_path, 'path')
+            try:
+                f_path = buf[pos:pos + n_path].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('path', pos, exc) from None
         pos += n_path
     else:
         raise _w.bad_sized('path', pos, n_path, end, 1, False)
@@ -281,26 +308,33 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsRequest_AlterReplicaLogDir.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest_AlterReplicaLogDir.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
     obj.path = f_path
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -349,7 +383,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(obj, out):
 
 def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -363,7 +397,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -378,10 +415,15 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -428,7 +470,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(obj, out):
 
 def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -438,6 +480,9 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -447,7 +492,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -460,6 +508,9 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -467,6 +518,8 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -475,7 +528,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -528,7 +584,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(obj, out):
 
 def _dec_AlterReplicaLogDirsResponse_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -540,15 +596,19 @@ def _dec_AlterReplicaLogDirsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 6:
         raise _w.bad_count('results', pos - 4, n_results, end, 6, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
-    obj = AlterReplicaLogDirsResponse.__new__(AlterReplicaLogDirsResponse)
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse.__new__(AlterReplicaLogDirsResponse)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -577,7 +637,7 @@ def _enc_AlterReplicaLogDirsResponse_v0(obj, out):
 
 def _dec_AlterReplicaLogDirsResponse_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -594,26 +654,33 @@ def _dec_AlterReplicaLogDirsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 3:
         raise _w.bad_count('results', pos - 1, n_results, end, 3, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsResponse.__new__(AlterReplicaLogDirsResponse)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse.__new__(AlterReplicaLogDirsResponse)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -651,7 +718,7 @@ def _enc_AlterReplicaLogDirsResponse_v2(obj, out):
 
 def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -665,7 +732,10 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, 
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -679,15 +749,19 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, 
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -730,7 +804,7 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(obj, out):
 
 def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -740,6 +814,9 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, 
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -749,7 +826,10 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, 
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -762,26 +842,33 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, 
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -830,7 +917,7 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(obj, out):
 
 def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -839,7 +926,10 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf, c
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
@@ -861,7 +951,7 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(obj, o
 
 def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -875,7 +965,10 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf, c
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,21 +33,21 @@ cdef class AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic(St
 cdef class AlterShareGroupOffsetsResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, responses, unknown_tagged_fields
 
-@_cy.locals(obj=AlterShareGroupOffsetsRequest)
+@_cy.locals(obj=AlterShareGroupOffsetsRequest, pos=Py_ssize_t)
 cpdef _dec_AlterShareGroupOffsetsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterShareGroupOffsetsRequest_v0(AlterShareGroupOffsetsRequest obj, bytearray out)
-@_cy.locals(obj=AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
+@_cy.locals(obj=AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic, pos=Py_ssize_t)
 cdef _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic obj, bytearray out)
-@_cy.locals(obj=AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition)
+@_cy.locals(obj=AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition, pos=Py_ssize_t)
 cdef _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition obj, bytearray out)
-@_cy.locals(obj=AlterShareGroupOffsetsResponse)
+@_cy.locals(obj=AlterShareGroupOffsetsResponse, pos=Py_ssize_t)
 cpdef _dec_AlterShareGroupOffsetsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterShareGroupOffsetsResponse_v0(AlterShareGroupOffsetsResponse obj, bytearray out)
-@_cy.locals(obj=AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
+@_cy.locals(obj=AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic, pos=Py_ssize_t)
 cdef _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic obj, bytearray out)
-@_cy.locals(obj=AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition)
+@_cy.locals(obj=AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition, pos=Py_ssize_t)
 cdef _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -53,9 +50,14 @@ _RUN_partition_index__start_offset = (('partition_index', 0, 4), ('start_offset'
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_AlterShareGroupOffsetsRequest_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -65,6 +67,9 @@ def _dec_AlterShareGroupOffsetsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -74,7 +79,10 @@ def _dec_AlterShareGroupOffsetsRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -87,26 +95,33 @@ def _dec_AlterShareGroupOffsetsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsRequest.__new__(AlterShareGroupOffsetsRequest)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsRequest.__new__(AlterShareGroupOffsetsRequest)
+    else:
+        obj = _new(AlterShareGroupOffsetsRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -155,7 +170,7 @@ def _enc_AlterShareGroupOffsetsRequest_v0(obj, out):
 
 def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -165,6 +180,9 @@ def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -174,7 +192,10 @@ def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -187,26 +208,33 @@ def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 13:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 13, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic.__new__(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic.__new__(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
+    else:
+        obj = _new(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -255,7 +283,7 @@ def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(obj
 
 def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__start_offset, pos, end)
     if cython.compiled:
@@ -269,7 +297,10 @@ def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition.__new__(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition.__new__(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition)
+    else:
+        obj = _new(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition)
     obj.partition_index = f_partition_index
     obj.start_offset = f_start_offset
     obj.unknown_tagged_fields = unknown
@@ -295,7 +326,7 @@ def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0
 
 def _dec_AlterShareGroupOffsetsResponse_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -313,6 +344,9 @@ def _dec_AlterShareGroupOffsetsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -322,7 +356,10 @@ def _dec_AlterShareGroupOffsetsResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -337,26 +374,33 @@ def _dec_AlterShareGroupOffsetsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 19:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 19, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsResponse.__new__(AlterShareGroupOffsetsResponse)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsResponse.__new__(AlterShareGroupOffsetsResponse)
+    else:
+        obj = _new(AlterShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -413,7 +457,7 @@ def _enc_AlterShareGroupOffsetsResponse_v0(obj, out):
 
 def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -423,6 +467,9 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(b
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -432,7 +479,10 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(b
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -449,26 +499,33 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(b
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 8:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 8, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic.__new__(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic.__new__(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
+    else:
+        obj = _new(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -519,7 +576,7 @@ def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(o
 
 def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -537,6 +594,9 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -546,7 +606,10 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -557,7 +620,10 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition.__new__(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition.__new__(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition)
+    else:
+        obj = _new(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,18 +30,18 @@ cdef class AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(Str
 cdef class AlterUserScramCredentialsResponse(Message):
     cdef public object throttle_time_ms, results, unknown_tagged_fields
 
-@_cy.locals(obj=AlterUserScramCredentialsRequest)
+@_cy.locals(obj=AlterUserScramCredentialsRequest, pos=Py_ssize_t)
 cpdef _dec_AlterUserScramCredentialsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterUserScramCredentialsRequest_v0(AlterUserScramCredentialsRequest obj, bytearray out)
-@_cy.locals(obj=AlterUserScramCredentialsRequest_ScramCredentialDeletion)
+@_cy.locals(obj=AlterUserScramCredentialsRequest_ScramCredentialDeletion, pos=Py_ssize_t)
 cdef _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(AlterUserScramCredentialsRequest_ScramCredentialDeletion obj, bytearray out)
-@_cy.locals(obj=AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
+@_cy.locals(obj=AlterUserScramCredentialsRequest_ScramCredentialUpsertion, pos=Py_ssize_t)
 cdef _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(AlterUserScramCredentialsRequest_ScramCredentialUpsertion obj, bytearray out)
-@_cy.locals(obj=AlterUserScramCredentialsResponse)
+@_cy.locals(obj=AlterUserScramCredentialsResponse, pos=Py_ssize_t)
 cpdef _dec_AlterUserScramCredentialsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AlterUserScramCredentialsResponse_v0(AlterUserScramCredentialsResponse obj, bytearray out)
-@_cy.locals(obj=AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
+@_cy.locals(obj=AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, pos=Py_ssize_t)
 cdef _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,9 +53,14 @@ _RUN_mechanism__iterations = (('mechanism', 0, 1), ('iterations', 1, 4))
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_deletions = buf[pos] - 1
         pos += 1
@@ -68,20 +70,24 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('deletions', buf, pos, end)
         n_deletions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_deletions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_deletions, pos = _w.read_uvarint(buf, pos, end, 'deletions')
         n_deletions -= 1
     if n_deletions < 0 or n_deletions > (end - pos) // 3:
         raise _w.bad_count('deletions', pos - 1, n_deletions, end, 3, 1)
     f_deletions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_deletions):
-            f_deletions.append(_dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("deletions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_deletions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_deletions):
+                f_deletions.append(_dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("deletions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_upsertions = buf[pos] - 1
         pos += 1
@@ -91,26 +97,33 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('upsertions', buf, pos, end)
         n_upsertions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_upsertions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_upsertions, pos = _w.read_uvarint(buf, pos, end, 'upsertions')
         n_upsertions -= 1
     if n_upsertions < 0 or n_upsertions > (end - pos) // 9:
         raise _w.bad_count('upsertions', pos - 1, n_upsertions, end, 9, 1)
     f_upsertions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_upsertions):
-            f_upsertions.append(_dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("upsertions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_upsertions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_upsertions):
+                f_upsertions.append(_dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("upsertions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterUserScramCredentialsRequest.__new__(AlterUserScramCredentialsRequest)
+    if cython.compiled:
+        obj = AlterUserScramCredentialsRequest.__new__(AlterUserScramCredentialsRequest)
+    else:
+        obj = _new(AlterUserScramCredentialsRequest)
     obj.deletions = f_deletions
     obj.upsertions = f_upsertions
     obj.unknown_tagged_fields = unknown
@@ -156,7 +169,7 @@ def _enc_AlterUserScramCredentialsRequest_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest.ScramCredentialDeletion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -166,6 +179,9 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, e
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -175,7 +191,10 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, e
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -191,7 +210,10 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, e
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterUserScramCredentialsRequest_ScramCredentialDeletion.__new__(AlterUserScramCredentialsRequest_ScramCredentialDeletion)
+    if cython.compiled:
+        obj = AlterUserScramCredentialsRequest_ScramCredentialDeletion.__new__(AlterUserScramCredentialsRequest_ScramCredentialDeletion)
+    else:
+        obj = _new(AlterUserScramCredentialsRequest_ScramCredentialDeletion)
     obj.name = f_name
     obj.mechanism = f_mechanism
     obj.unknown_tagged_fields = unknown
@@ -232,7 +254,7 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest.ScramCredentialUpsertion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -242,6 +264,9 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -251,7 +276,10 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -272,6 +300,9 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
             raise _w.bad_uvarint('salt', buf, pos, end)
         n_salt = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_salt = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_salt, pos = _w.read_uvarint(buf, pos, end, 'salt')
         n_salt -= 1
@@ -289,6 +320,9 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
             raise _w.bad_uvarint('salted_password', buf, pos, end)
         n_salted_password = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_salted_password = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_salted_password, pos = _w.read_uvarint(buf, pos, end, 'salted_password')
         n_salted_password -= 1
@@ -302,7 +336,10 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterUserScramCredentialsRequest_ScramCredentialUpsertion.__new__(AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
+    if cython.compiled:
+        obj = AlterUserScramCredentialsRequest_ScramCredentialUpsertion.__new__(AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
+    else:
+        obj = _new(AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
     obj.name = f_name
     obj.mechanism = f_mechanism
     obj.iterations = f_iterations
@@ -373,7 +410,7 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -390,26 +427,33 @@ def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterUserScramCredentialsResponse.__new__(AlterUserScramCredentialsResponse)
+    if cython.compiled:
+        obj = AlterUserScramCredentialsResponse.__new__(AlterUserScramCredentialsResponse)
+    else:
+        obj = _new(AlterUserScramCredentialsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -447,7 +491,7 @@ def _enc_AlterUserScramCredentialsResponse_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_user = buf[pos] - 1
         pos += 1
@@ -457,6 +501,9 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
             raise _w.bad_uvarint('user', buf, pos, end)
         n_user = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_user = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_user, pos = _w.read_uvarint(buf, pos, end, 'user')
         n_user -= 1
@@ -466,7 +513,10 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
             if f_user is None:
                 raise _w.bad_utf8_at(buf, pos, n_user, 'user')
         else:
-            f_user = _w.utf8(buf, pos, n_user, 'user')
+            try:
+                f_user = buf[pos:pos + n_user].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('user', pos, exc) from None
         pos += n_user
     else:
         raise _w.bad_sized('user', pos, n_user, end, 1, False)
@@ -486,6 +536,9 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -495,7 +548,10 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -506,7 +562,10 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult.__new__(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
+    if cython.compiled:
+        obj = AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult.__new__(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
+    else:
+        obj = _new(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
     obj.user = f_user
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,30 +30,30 @@ cdef class ApiVersionsResponse_FinalizedFeatureKey(Struct):
 cdef class ApiVersionsResponse(Message):
     cdef public object error_code, api_keys, throttle_time_ms, supported_features, finalized_features_epoch, finalized_features, zk_migration_ready, unknown_tagged_fields
 
-@_cy.locals(obj=ApiVersionsRequest)
+@_cy.locals(obj=ApiVersionsRequest, pos=Py_ssize_t)
 cpdef _dec_ApiVersionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ApiVersionsRequest_v0(ApiVersionsRequest obj, bytearray out)
-@_cy.locals(obj=ApiVersionsRequest)
+@_cy.locals(obj=ApiVersionsRequest, pos=Py_ssize_t)
 cpdef _dec_ApiVersionsRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ApiVersionsRequest_v3(ApiVersionsRequest obj, bytearray out)
-@_cy.locals(obj=ApiVersionsResponse)
+@_cy.locals(obj=ApiVersionsResponse, pos=Py_ssize_t)
 cpdef _dec_ApiVersionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ApiVersionsResponse_v0(ApiVersionsResponse obj, bytearray out)
-@_cy.locals(obj=ApiVersionsResponse)
+@_cy.locals(obj=ApiVersionsResponse, pos=Py_ssize_t)
 cpdef _dec_ApiVersionsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ApiVersionsResponse_v1(ApiVersionsResponse obj, bytearray out)
-@_cy.locals(obj=ApiVersionsResponse)
+@_cy.locals(obj=ApiVersionsResponse, pos=Py_ssize_t)
 cpdef _dec_ApiVersionsResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ApiVersionsResponse_v3(ApiVersionsResponse obj, bytearray out)
-@_cy.locals(obj=ApiVersionsResponse_ApiVersion)
+@_cy.locals(obj=ApiVersionsResponse_ApiVersion, pos=Py_ssize_t)
 cdef _dec_ApiVersionsResponse_ApiVersion_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ApiVersionsResponse_ApiVersion_v0(ApiVersionsResponse_ApiVersion obj, bytearray out)
-@_cy.locals(obj=ApiVersionsResponse_ApiVersion)
+@_cy.locals(obj=ApiVersionsResponse_ApiVersion, pos=Py_ssize_t)
 cdef _dec_ApiVersionsResponse_ApiVersion_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ApiVersionsResponse_ApiVersion_v3(ApiVersionsResponse_ApiVersion obj, bytearray out)
-@_cy.locals(obj=ApiVersionsResponse_SupportedFeatureKey)
+@_cy.locals(obj=ApiVersionsResponse_SupportedFeatureKey, pos=Py_ssize_t)
 cdef _dec_ApiVersionsResponse_SupportedFeatureKey_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ApiVersionsResponse_SupportedFeatureKey_v3(ApiVersionsResponse_SupportedFeatureKey obj, bytearray out)
-@_cy.locals(obj=ApiVersionsResponse_FinalizedFeatureKey)
+@_cy.locals(obj=ApiVersionsResponse_FinalizedFeatureKey, pos=Py_ssize_t)
 cdef _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ApiVersionsResponse_FinalizedFeatureKey_v3(ApiVersionsResponse_FinalizedFeatureKey obj, bytearray out)

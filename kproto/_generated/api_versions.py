@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -64,10 +61,18 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_zk_migration_ready = (('zk_migration_ready', 0, 1),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_ApiVersionsRequest_v0(buf, cur, end):
     """Decode ApiVersionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
-    obj = ApiVersionsRequest.__new__(ApiVersionsRequest)
+    pos = cur.pos
+    if cython.compiled:
+        obj = ApiVersionsRequest.__new__(ApiVersionsRequest)
+    else:
+        obj = _new(ApiVersionsRequest)
     obj.client_software_name = ''
     obj.client_software_version = ''
     obj.unknown_tagged_fields = []
@@ -84,7 +89,7 @@ def _enc_ApiVersionsRequest_v0(obj, out):
 
 def _dec_ApiVersionsRequest_v3(buf, cur, end):
     """Decode ApiVersionsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_client_software_name = buf[pos] - 1
         pos += 1
@@ -94,6 +99,9 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('client_software_name', buf, pos, end)
         n_client_software_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_software_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_software_name, pos = _w.read_uvarint(buf, pos, end, 'client_software_name')
         n_client_software_name -= 1
@@ -103,7 +111,10 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
             if f_client_software_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_software_name, 'client_software_name')
         else:
-            f_client_software_name = _w.utf8(buf, pos, n_client_software_name, 'client_software_name')
+            try:
+                f_client_software_name = buf[pos:pos + n_client_software_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_software_name', pos, exc) from None
         pos += n_client_software_name
     else:
         raise _w.bad_sized('client_software_name', pos, n_client_software_name, end, 1, False)
@@ -116,6 +127,9 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('client_software_version', buf, pos, end)
         n_client_software_version = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_software_version = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_software_version, pos = _w.read_uvarint(buf, pos, end, 'client_software_version')
         n_client_software_version -= 1
@@ -125,7 +139,10 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
             if f_client_software_version is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_software_version, 'client_software_version')
         else:
-            f_client_software_version = _w.utf8(buf, pos, n_client_software_version, 'client_software_version')
+            try:
+                f_client_software_version = buf[pos:pos + n_client_software_version].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_software_version', pos, exc) from None
         pos += n_client_software_version
     else:
         raise _w.bad_sized('client_software_version', pos, n_client_software_version, end, 1, False)
@@ -134,7 +151,10 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ApiVersionsRequest.__new__(ApiVersionsRequest)
+    if cython.compiled:
+        obj = ApiVersionsRequest.__new__(ApiVersionsRequest)
+    else:
+        obj = _new(ApiVersionsRequest)
     obj.client_software_name = f_client_software_name
     obj.client_software_version = f_client_software_version
     obj.unknown_tagged_fields = unknown
@@ -186,7 +206,7 @@ def _enc_ApiVersionsRequest_v3(obj, out):
 
 def _dec_ApiVersionsResponse_v0(buf, cur, end):
     """Decode ApiVersionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__api_keys, pos, end)
     if cython.compiled:
@@ -198,15 +218,19 @@ def _dec_ApiVersionsResponse_v0(buf, cur, end):
     if n_api_keys < 0 or n_api_keys > (end - pos) // 6:
         raise _w.bad_count('api_keys', pos - 4, n_api_keys, end, 6, 4)
     f_api_keys = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_api_keys):
-            f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("api_keys[%d]" % i)
-    pos = cur.pos
-    obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    if cython.compiled or n_api_keys:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_api_keys):
+                f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("api_keys[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    else:
+        obj = _new(ApiVersionsResponse)
     obj.error_code = f_error_code
     obj.api_keys = f_api_keys
     obj.throttle_time_ms = 0
@@ -240,7 +264,7 @@ def _enc_ApiVersionsResponse_v0(obj, out):
 
 def _dec_ApiVersionsResponse_v1(buf, cur, end):
     """Decode ApiVersionsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__api_keys, pos, end)
     if cython.compiled:
@@ -252,14 +276,15 @@ def _dec_ApiVersionsResponse_v1(buf, cur, end):
     if n_api_keys < 0 or n_api_keys > (end - pos) // 6:
         raise _w.bad_count('api_keys', pos - 4, n_api_keys, end, 6, 4)
     f_api_keys = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_api_keys):
-            f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("api_keys[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_api_keys:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_api_keys):
+                f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("api_keys[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -267,7 +292,10 @@ def _dec_ApiVersionsResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    if cython.compiled:
+        obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    else:
+        obj = _new(ApiVersionsResponse)
     obj.error_code = f_error_code
     obj.api_keys = f_api_keys
     obj.throttle_time_ms = f_throttle_time_ms
@@ -306,7 +334,7 @@ def _enc_ApiVersionsResponse_v1(obj, out):
 
 def _dec_ApiVersionsResponse_v3(buf, cur, end):
     """Decode ApiVersionsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -323,20 +351,24 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('api_keys', buf, pos, end)
         n_api_keys = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_api_keys = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_api_keys, pos = _w.read_uvarint(buf, pos, end, 'api_keys')
         n_api_keys -= 1
     if n_api_keys < 0 or n_api_keys > (end - pos) // 7:
         raise _w.bad_count('api_keys', pos - 1, n_api_keys, end, 7, 1)
     f_api_keys = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_api_keys):
-            f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("api_keys[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_api_keys:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_api_keys):
+                f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("api_keys[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -364,20 +396,24 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
                         raise _w.bad_uvarint('supported_features', buf, pos, t_end)
                     n_supported_features = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_supported_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_supported_features, pos = _w.read_uvarint(buf, pos, t_end, 'supported_features')
                     n_supported_features -= 1
                 if n_supported_features < 0 or n_supported_features > (t_end - pos) // 6:
                     raise _w.bad_count('supported_features', pos - 1, n_supported_features, t_end, 6, 1)
                 f_supported_features = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_supported_features):
-                        f_supported_features.append(_dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("supported_features[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_supported_features:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_supported_features):
+                            f_supported_features.append(_dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("supported_features[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('supported_features', 0, pos, t_end)
             elif tag == 1:
@@ -400,20 +436,24 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
                         raise _w.bad_uvarint('finalized_features', buf, pos, t_end)
                     n_finalized_features = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_finalized_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_finalized_features, pos = _w.read_uvarint(buf, pos, t_end, 'finalized_features')
                     n_finalized_features -= 1
                 if n_finalized_features < 0 or n_finalized_features > (t_end - pos) // 6:
                     raise _w.bad_count('finalized_features', pos - 1, n_finalized_features, t_end, 6, 1)
                 f_finalized_features = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_finalized_features):
-                        f_finalized_features.append(_dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("finalized_features[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_finalized_features:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_finalized_features):
+                            f_finalized_features.append(_dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("finalized_features[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('finalized_features', 2, pos, t_end)
             elif tag == 3:
@@ -431,7 +471,10 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
                     raise _w.tag_size_mismatch('zk_migration_ready', 3, pos, t_end)
                 f_zk_migration_ready = b_zk_migration_ready
         pos = after
-    obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    if cython.compiled:
+        obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    else:
+        obj = _new(ApiVersionsResponse)
     obj.error_code = f_error_code
     obj.api_keys = f_api_keys
     obj.throttle_time_ms = f_throttle_time_ms
@@ -528,7 +571,7 @@ def _enc_ApiVersionsResponse_v3(obj, out):
 
 def _dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end):
     """Decode ApiVersionsResponse.ApiVersion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_api_key__max_version, pos, end)
     if cython.compiled:
@@ -538,7 +581,10 @@ def _dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end):
     else:
         f_api_key, f_min_version, f_max_version = _S_hhh.unpack_from(buf, pos)
     pos += 6
-    obj = ApiVersionsResponse_ApiVersion.__new__(ApiVersionsResponse_ApiVersion)
+    if cython.compiled:
+        obj = ApiVersionsResponse_ApiVersion.__new__(ApiVersionsResponse_ApiVersion)
+    else:
+        obj = _new(ApiVersionsResponse_ApiVersion)
     obj.api_key = f_api_key
     obj.min_version = f_min_version
     obj.max_version = f_max_version
@@ -562,7 +608,7 @@ def _enc_ApiVersionsResponse_ApiVersion_v0(obj, out):
 
 def _dec_ApiVersionsResponse_ApiVersion_v3(buf, cur, end):
     """Decode ApiVersionsResponse.ApiVersion (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_api_key__max_version, pos, end)
     if cython.compiled:
@@ -577,7 +623,10 @@ def _dec_ApiVersionsResponse_ApiVersion_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ApiVersionsResponse_ApiVersion.__new__(ApiVersionsResponse_ApiVersion)
+    if cython.compiled:
+        obj = ApiVersionsResponse_ApiVersion.__new__(ApiVersionsResponse_ApiVersion)
+    else:
+        obj = _new(ApiVersionsResponse_ApiVersion)
     obj.api_key = f_api_key
     obj.min_version = f_min_version
     obj.max_version = f_max_version
@@ -605,7 +654,7 @@ def _enc_ApiVersionsResponse_ApiVersion_v3(obj, out):
 
 def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
     """Decode ApiVersionsResponse.SupportedFeatureKey (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -615,6 +664,9 @@ def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -624,7 +676,10 @@ def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -641,7 +696,10 @@ def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ApiVersionsResponse_SupportedFeatureKey.__new__(ApiVersionsResponse_SupportedFeatureKey)
+    if cython.compiled:
+        obj = ApiVersionsResponse_SupportedFeatureKey.__new__(ApiVersionsResponse_SupportedFeatureKey)
+    else:
+        obj = _new(ApiVersionsResponse_SupportedFeatureKey)
     obj.name = f_name
     obj.min_version = f_min_version
     obj.max_version = f_max_version
@@ -684,7 +742,7 @@ def _enc_ApiVersionsResponse_SupportedFeatureKey_v3(obj, out):
 
 def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
     """Decode ApiVersionsResponse.FinalizedFeatureKey (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -694,6 +752,9 @@ def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -703,7 +764,10 @@ def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -720,7 +784,10 @@ def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ApiVersionsResponse_FinalizedFeatureKey.__new__(ApiVersionsResponse_FinalizedFeatureKey)
+    if cython.compiled:
+        obj = ApiVersionsResponse_FinalizedFeatureKey.__new__(ApiVersionsResponse_FinalizedFeatureKey)
+    else:
+        obj = _new(ApiVersionsResponse_FinalizedFeatureKey)
     obj.name = f_name
     obj.max_version_level = f_max_version_level
     obj.min_version_level = f_min_version_level

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -38,27 +39,27 @@ cdef class AssignReplicasToDirsResponse_DirectoryData(Struct):
 cdef class AssignReplicasToDirsResponse(Message):
     cdef public object throttle_time_ms, error_code, directories, unknown_tagged_fields
 
-@_cy.locals(obj=AssignReplicasToDirsRequest)
+@_cy.locals(obj=AssignReplicasToDirsRequest, pos=Py_ssize_t)
 cpdef _dec_AssignReplicasToDirsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AssignReplicasToDirsRequest_v0(AssignReplicasToDirsRequest obj, bytearray out)
-@_cy.locals(obj=AssignReplicasToDirsRequest_DirectoryData)
+@_cy.locals(obj=AssignReplicasToDirsRequest_DirectoryData, pos=Py_ssize_t)
 cdef _dec_AssignReplicasToDirsRequest_DirectoryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AssignReplicasToDirsRequest_DirectoryData_v0(AssignReplicasToDirsRequest_DirectoryData obj, bytearray out)
-@_cy.locals(obj=AssignReplicasToDirsRequest_TopicData)
+@_cy.locals(obj=AssignReplicasToDirsRequest_TopicData, pos=Py_ssize_t)
 cdef _dec_AssignReplicasToDirsRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AssignReplicasToDirsRequest_TopicData_v0(AssignReplicasToDirsRequest_TopicData obj, bytearray out)
-@_cy.locals(obj=AssignReplicasToDirsRequest_PartitionData)
+@_cy.locals(obj=AssignReplicasToDirsRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_AssignReplicasToDirsRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AssignReplicasToDirsRequest_PartitionData_v0(AssignReplicasToDirsRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=AssignReplicasToDirsResponse)
+@_cy.locals(obj=AssignReplicasToDirsResponse, pos=Py_ssize_t)
 cpdef _dec_AssignReplicasToDirsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_AssignReplicasToDirsResponse_v0(AssignReplicasToDirsResponse obj, bytearray out)
-@_cy.locals(obj=AssignReplicasToDirsResponse_DirectoryData)
+@_cy.locals(obj=AssignReplicasToDirsResponse_DirectoryData, pos=Py_ssize_t)
 cdef _dec_AssignReplicasToDirsResponse_DirectoryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AssignReplicasToDirsResponse_DirectoryData_v0(AssignReplicasToDirsResponse_DirectoryData obj, bytearray out)
-@_cy.locals(obj=AssignReplicasToDirsResponse_TopicData)
+@_cy.locals(obj=AssignReplicasToDirsResponse_TopicData, pos=Py_ssize_t)
 cdef _dec_AssignReplicasToDirsResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AssignReplicasToDirsResponse_TopicData_v0(AssignReplicasToDirsResponse_TopicData obj, bytearray out)
-@_cy.locals(obj=AssignReplicasToDirsResponse_PartitionData)
+@_cy.locals(obj=AssignReplicasToDirsResponse_PartitionData, pos=Py_ssize_t)
 cdef _dec_AssignReplicasToDirsResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_AssignReplicasToDirsResponse_PartitionData_v0(AssignReplicasToDirsResponse_PartitionData obj, bytearray out)

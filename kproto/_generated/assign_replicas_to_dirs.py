@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -55,9 +52,14 @@ _RUN_partition_index__error_code = (('partition_index', 0, 4), ('error_code', 4,
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_AssignReplicasToDirsRequest_v0(buf, cur, end):
     """Decode AssignReplicasToDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -75,26 +77,33 @@ def _dec_AssignReplicasToDirsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('directories', buf, pos, end)
         n_directories = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_directories = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_directories, pos = _w.read_uvarint(buf, pos, end, 'directories')
         n_directories -= 1
     if n_directories < 0 or n_directories > (end - pos) // 18:
         raise _w.bad_count('directories', pos - 1, n_directories, end, 18, 1)
     f_directories = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_directories):
-            f_directories.append(_dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("directories[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_directories:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_directories):
+                f_directories.append(_dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("directories[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsRequest.__new__(AssignReplicasToDirsRequest)
+    if cython.compiled:
+        obj = AssignReplicasToDirsRequest.__new__(AssignReplicasToDirsRequest)
+    else:
+        obj = _new(AssignReplicasToDirsRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.directories = f_directories
@@ -134,7 +143,7 @@ def _enc_AssignReplicasToDirsRequest_v0(obj, out):
 
 def _dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsRequest.DirectoryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('id', pos, 16, end)
     f_id = _w.uuid_at(buf, pos)
@@ -148,26 +157,33 @@ def _dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsRequest_DirectoryData.__new__(AssignReplicasToDirsRequest_DirectoryData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsRequest_DirectoryData.__new__(AssignReplicasToDirsRequest_DirectoryData)
+    else:
+        obj = _new(AssignReplicasToDirsRequest_DirectoryData)
     obj.id = f_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -201,7 +217,7 @@ def _enc_AssignReplicasToDirsRequest_DirectoryData_v0(obj, out):
 
 def _dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsRequest.DirectoryData.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -215,26 +231,33 @@ def _dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 5:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 5, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AssignReplicasToDirsRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AssignReplicasToDirsRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsRequest_TopicData.__new__(AssignReplicasToDirsRequest_TopicData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsRequest_TopicData.__new__(AssignReplicasToDirsRequest_TopicData)
+    else:
+        obj = _new(AssignReplicasToDirsRequest_TopicData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -268,7 +291,7 @@ def _enc_AssignReplicasToDirsRequest_TopicData_v0(obj, out):
 
 def _dec_AssignReplicasToDirsRequest_PartitionData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -281,7 +304,10 @@ def _dec_AssignReplicasToDirsRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsRequest_PartitionData.__new__(AssignReplicasToDirsRequest_PartitionData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsRequest_PartitionData.__new__(AssignReplicasToDirsRequest_PartitionData)
+    else:
+        obj = _new(AssignReplicasToDirsRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -305,7 +331,7 @@ def _enc_AssignReplicasToDirsRequest_PartitionData_v0(obj, out):
 
 def _dec_AssignReplicasToDirsResponse_v0(buf, cur, end):
     """Decode AssignReplicasToDirsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -323,26 +349,33 @@ def _dec_AssignReplicasToDirsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('directories', buf, pos, end)
         n_directories = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_directories = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_directories, pos = _w.read_uvarint(buf, pos, end, 'directories')
         n_directories -= 1
     if n_directories < 0 or n_directories > (end - pos) // 18:
         raise _w.bad_count('directories', pos - 1, n_directories, end, 18, 1)
     f_directories = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_directories):
-            f_directories.append(_dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("directories[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_directories:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_directories):
+                f_directories.append(_dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("directories[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsResponse.__new__(AssignReplicasToDirsResponse)
+    if cython.compiled:
+        obj = AssignReplicasToDirsResponse.__new__(AssignReplicasToDirsResponse)
+    else:
+        obj = _new(AssignReplicasToDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.directories = f_directories
@@ -382,7 +415,7 @@ def _enc_AssignReplicasToDirsResponse_v0(obj, out):
 
 def _dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsResponse.DirectoryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('id', pos, 16, end)
     f_id = _w.uuid_at(buf, pos)
@@ -396,26 +429,33 @@ def _dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsResponse_DirectoryData.__new__(AssignReplicasToDirsResponse_DirectoryData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsResponse_DirectoryData.__new__(AssignReplicasToDirsResponse_DirectoryData)
+    else:
+        obj = _new(AssignReplicasToDirsResponse_DirectoryData)
     obj.id = f_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -449,7 +489,7 @@ def _enc_AssignReplicasToDirsResponse_DirectoryData_v0(obj, out):
 
 def _dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsResponse.DirectoryData.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -463,26 +503,33 @@ def _dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AssignReplicasToDirsResponse_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AssignReplicasToDirsResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsResponse_TopicData.__new__(AssignReplicasToDirsResponse_TopicData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsResponse_TopicData.__new__(AssignReplicasToDirsResponse_TopicData)
+    else:
+        obj = _new(AssignReplicasToDirsResponse_TopicData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -516,7 +563,7 @@ def _enc_AssignReplicasToDirsResponse_TopicData_v0(obj, out):
 
 def _dec_AssignReplicasToDirsResponse_PartitionData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -530,7 +577,10 @@ def _dec_AssignReplicasToDirsResponse_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsResponse_PartitionData.__new__(AssignReplicasToDirsResponse_PartitionData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsResponse_PartitionData.__new__(AssignReplicasToDirsResponse_PartitionData)
+    else:
+        obj = _new(AssignReplicasToDirsResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -38,45 +39,45 @@ cdef class BeginQuorumEpochResponse_NodeEndpoint(Struct):
 cdef class BeginQuorumEpochResponse(Message):
     cdef public object error_code, topics, node_endpoints, unknown_tagged_fields
 
-@_cy.locals(obj=BeginQuorumEpochRequest)
+@_cy.locals(obj=BeginQuorumEpochRequest, pos=Py_ssize_t)
 cpdef _dec_BeginQuorumEpochRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BeginQuorumEpochRequest_v0(BeginQuorumEpochRequest obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochRequest)
+@_cy.locals(obj=BeginQuorumEpochRequest, pos=Py_ssize_t)
 cpdef _dec_BeginQuorumEpochRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BeginQuorumEpochRequest_v1(BeginQuorumEpochRequest obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochRequest_TopicData)
+@_cy.locals(obj=BeginQuorumEpochRequest_TopicData, pos=Py_ssize_t)
 cdef _dec_BeginQuorumEpochRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BeginQuorumEpochRequest_TopicData_v0(BeginQuorumEpochRequest_TopicData obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochRequest_TopicData)
+@_cy.locals(obj=BeginQuorumEpochRequest_TopicData, pos=Py_ssize_t)
 cdef _dec_BeginQuorumEpochRequest_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BeginQuorumEpochRequest_TopicData_v1(BeginQuorumEpochRequest_TopicData obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochRequest_PartitionData)
+@_cy.locals(obj=BeginQuorumEpochRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_BeginQuorumEpochRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BeginQuorumEpochRequest_PartitionData_v0(BeginQuorumEpochRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochRequest_PartitionData)
+@_cy.locals(obj=BeginQuorumEpochRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_BeginQuorumEpochRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BeginQuorumEpochRequest_PartitionData_v1(BeginQuorumEpochRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochRequest_LeaderEndpoint)
+@_cy.locals(obj=BeginQuorumEpochRequest_LeaderEndpoint, pos=Py_ssize_t)
 cdef _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(BeginQuorumEpochRequest_LeaderEndpoint obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochResponse)
+@_cy.locals(obj=BeginQuorumEpochResponse, pos=Py_ssize_t)
 cpdef _dec_BeginQuorumEpochResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BeginQuorumEpochResponse_v0(BeginQuorumEpochResponse obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochResponse)
+@_cy.locals(obj=BeginQuorumEpochResponse, pos=Py_ssize_t)
 cpdef _dec_BeginQuorumEpochResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BeginQuorumEpochResponse_v1(BeginQuorumEpochResponse obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochResponse_TopicData)
+@_cy.locals(obj=BeginQuorumEpochResponse_TopicData, pos=Py_ssize_t)
 cdef _dec_BeginQuorumEpochResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BeginQuorumEpochResponse_TopicData_v0(BeginQuorumEpochResponse_TopicData obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochResponse_TopicData)
+@_cy.locals(obj=BeginQuorumEpochResponse_TopicData, pos=Py_ssize_t)
 cdef _dec_BeginQuorumEpochResponse_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BeginQuorumEpochResponse_TopicData_v1(BeginQuorumEpochResponse_TopicData obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochResponse_PartitionData)
+@_cy.locals(obj=BeginQuorumEpochResponse_PartitionData, pos=Py_ssize_t)
 cdef _dec_BeginQuorumEpochResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BeginQuorumEpochResponse_PartitionData_v0(BeginQuorumEpochResponse_PartitionData obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochResponse_PartitionData)
+@_cy.locals(obj=BeginQuorumEpochResponse_PartitionData, pos=Py_ssize_t)
 cdef _dec_BeginQuorumEpochResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BeginQuorumEpochResponse_PartitionData_v1(BeginQuorumEpochResponse_PartitionData obj, bytearray out)
-@_cy.locals(obj=BeginQuorumEpochResponse_NodeEndpoint)
+@_cy.locals(obj=BeginQuorumEpochResponse_NodeEndpoint, pos=Py_ssize_t)
 cdef _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BeginQuorumEpochResponse_NodeEndpoint_v1(BeginQuorumEpochResponse_NodeEndpoint obj, bytearray out)

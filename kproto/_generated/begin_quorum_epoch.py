@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -68,9 +65,14 @@ _RUN_topics = (('topics', 0, 4),)
 _RUN_voter_id = (('voter_id', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_BeginQuorumEpochRequest_v0(buf, cur, end):
     """Decode BeginQuorumEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -84,7 +86,10 @@ def _dec_BeginQuorumEpochRequest_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -100,15 +105,19 @@ def _dec_BeginQuorumEpochRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_BeginQuorumEpochRequest_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = BeginQuorumEpochRequest.__new__(BeginQuorumEpochRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_BeginQuorumEpochRequest_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest.__new__(BeginQuorumEpochRequest)
+    else:
+        obj = _new(BeginQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = -1
     obj.topics = f_topics
@@ -153,7 +162,7 @@ def _enc_BeginQuorumEpochRequest_v0(obj, out):
 
 def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
     """Decode BeginQuorumEpochRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -163,6 +172,9 @@ def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -172,7 +184,10 @@ def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -194,20 +209,24 @@ def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_leader_endpoints = buf[pos] - 1
         pos += 1
@@ -217,26 +236,33 @@ def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('leader_endpoints', buf, pos, end)
         n_leader_endpoints = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_leader_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_leader_endpoints, pos = _w.read_uvarint(buf, pos, end, 'leader_endpoints')
         n_leader_endpoints -= 1
     if n_leader_endpoints < 0 or n_leader_endpoints > (end - pos) // 5:
         raise _w.bad_count('leader_endpoints', pos - 1, n_leader_endpoints, end, 5, 1)
     f_leader_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_leader_endpoints):
-            f_leader_endpoints.append(_dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("leader_endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_leader_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_leader_endpoints):
+                f_leader_endpoints.append(_dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("leader_endpoints[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochRequest.__new__(BeginQuorumEpochRequest)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest.__new__(BeginQuorumEpochRequest)
+    else:
+        obj = _new(BeginQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = f_voter_id
     obj.topics = f_topics
@@ -305,7 +331,7 @@ def _enc_BeginQuorumEpochRequest_v1(obj, out):
 
 def _dec_BeginQuorumEpochRequest_TopicData_v0(buf, cur, end):
     """Decode BeginQuorumEpochRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -319,7 +345,10 @@ def _dec_BeginQuorumEpochRequest_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -333,15 +362,19 @@ def _dec_BeginQuorumEpochRequest_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 12:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 12, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_BeginQuorumEpochRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = BeginQuorumEpochRequest_TopicData.__new__(BeginQuorumEpochRequest_TopicData)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_BeginQuorumEpochRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest_TopicData.__new__(BeginQuorumEpochRequest_TopicData)
+    else:
+        obj = _new(BeginQuorumEpochRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -384,7 +417,7 @@ def _enc_BeginQuorumEpochRequest_TopicData_v0(obj, out):
 
 def _dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end):
     """Decode BeginQuorumEpochRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -394,6 +427,9 @@ def _dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -403,7 +439,10 @@ def _dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -416,26 +455,33 @@ def _dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 29:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 29, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_BeginQuorumEpochRequest_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_BeginQuorumEpochRequest_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochRequest_TopicData.__new__(BeginQuorumEpochRequest_TopicData)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest_TopicData.__new__(BeginQuorumEpochRequest_TopicData)
+    else:
+        obj = _new(BeginQuorumEpochRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -484,7 +530,7 @@ def _enc_BeginQuorumEpochRequest_TopicData_v1(obj, out):
 
 def _dec_BeginQuorumEpochRequest_PartitionData_v0(buf, cur, end):
     """Decode BeginQuorumEpochRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -494,7 +540,10 @@ def _dec_BeginQuorumEpochRequest_PartitionData_v0(buf, cur, end):
     else:
         f_partition_index, f_leader_id, f_leader_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
-    obj = BeginQuorumEpochRequest_PartitionData.__new__(BeginQuorumEpochRequest_PartitionData)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest_PartitionData.__new__(BeginQuorumEpochRequest_PartitionData)
+    else:
+        obj = _new(BeginQuorumEpochRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.voter_directory_id = _w.ZERO_UUID
     obj.leader_id = f_leader_id
@@ -519,7 +568,7 @@ def _enc_BeginQuorumEpochRequest_PartitionData_v0(obj, out):
 
 def _dec_BeginQuorumEpochRequest_PartitionData_v1(buf, cur, end):
     """Decode BeginQuorumEpochRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -544,7 +593,10 @@ def _dec_BeginQuorumEpochRequest_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochRequest_PartitionData.__new__(BeginQuorumEpochRequest_PartitionData)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest_PartitionData.__new__(BeginQuorumEpochRequest_PartitionData)
+    else:
+        obj = _new(BeginQuorumEpochRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.voter_directory_id = f_voter_directory_id
     obj.leader_id = f_leader_id
@@ -578,7 +630,7 @@ def _enc_BeginQuorumEpochRequest_PartitionData_v1(obj, out):
 
 def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
     """Decode BeginQuorumEpochRequest.LeaderEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -588,6 +640,9 @@ def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -597,7 +652,10 @@ def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -610,6 +668,9 @@ def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -619,7 +680,10 @@ def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -635,7 +699,10 @@ def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochRequest_LeaderEndpoint.__new__(BeginQuorumEpochRequest_LeaderEndpoint)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest_LeaderEndpoint.__new__(BeginQuorumEpochRequest_LeaderEndpoint)
+    else:
+        obj = _new(BeginQuorumEpochRequest_LeaderEndpoint)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port
@@ -693,7 +760,7 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
 
 def _dec_BeginQuorumEpochResponse_v0(buf, cur, end):
     """Decode BeginQuorumEpochResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__topics, pos, end)
     if cython.compiled:
@@ -705,15 +772,19 @@ def _dec_BeginQuorumEpochResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_BeginQuorumEpochResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = BeginQuorumEpochResponse.__new__(BeginQuorumEpochResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_BeginQuorumEpochResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse.__new__(BeginQuorumEpochResponse)
+    else:
+        obj = _new(BeginQuorumEpochResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = []
@@ -745,7 +816,7 @@ def _enc_BeginQuorumEpochResponse_v0(obj, out):
 
 def _dec_BeginQuorumEpochResponse_v1(buf, cur, end):
     """Decode BeginQuorumEpochResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -762,20 +833,24 @@ def _dec_BeginQuorumEpochResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     f_node_endpoints = []
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -793,24 +868,31 @@ def _dec_BeginQuorumEpochResponse_v1(buf, cur, end):
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
                     n_node_endpoints = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
                     n_node_endpoints -= 1
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 8:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 8, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = BeginQuorumEpochResponse.__new__(BeginQuorumEpochResponse)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse.__new__(BeginQuorumEpochResponse)
+    else:
+        obj = _new(BeginQuorumEpochResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = f_node_endpoints
@@ -866,7 +948,7 @@ def _enc_BeginQuorumEpochResponse_v1(obj, out):
 
 def _dec_BeginQuorumEpochResponse_TopicData_v0(buf, cur, end):
     """Decode BeginQuorumEpochResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -880,7 +962,10 @@ def _dec_BeginQuorumEpochResponse_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -894,15 +979,19 @@ def _dec_BeginQuorumEpochResponse_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_BeginQuorumEpochResponse_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = BeginQuorumEpochResponse_TopicData.__new__(BeginQuorumEpochResponse_TopicData)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_BeginQuorumEpochResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse_TopicData.__new__(BeginQuorumEpochResponse_TopicData)
+    else:
+        obj = _new(BeginQuorumEpochResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -945,7 +1034,7 @@ def _enc_BeginQuorumEpochResponse_TopicData_v0(obj, out):
 
 def _dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end):
     """Decode BeginQuorumEpochResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -955,6 +1044,9 @@ def _dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -964,7 +1056,10 @@ def _dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -977,26 +1072,33 @@ def _dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_BeginQuorumEpochResponse_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_BeginQuorumEpochResponse_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochResponse_TopicData.__new__(BeginQuorumEpochResponse_TopicData)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse_TopicData.__new__(BeginQuorumEpochResponse_TopicData)
+    else:
+        obj = _new(BeginQuorumEpochResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1045,7 +1147,7 @@ def _enc_BeginQuorumEpochResponse_TopicData_v1(obj, out):
 
 def _dec_BeginQuorumEpochResponse_PartitionData_v0(buf, cur, end):
     """Decode BeginQuorumEpochResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1056,7 +1158,10 @@ def _dec_BeginQuorumEpochResponse_PartitionData_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
-    obj = BeginQuorumEpochResponse_PartitionData.__new__(BeginQuorumEpochResponse_PartitionData)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse_PartitionData.__new__(BeginQuorumEpochResponse_PartitionData)
+    else:
+        obj = _new(BeginQuorumEpochResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1082,7 +1187,7 @@ def _enc_BeginQuorumEpochResponse_PartitionData_v0(obj, out):
 
 def _dec_BeginQuorumEpochResponse_PartitionData_v1(buf, cur, end):
     """Decode BeginQuorumEpochResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1098,7 +1203,10 @@ def _dec_BeginQuorumEpochResponse_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochResponse_PartitionData.__new__(BeginQuorumEpochResponse_PartitionData)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse_PartitionData.__new__(BeginQuorumEpochResponse_PartitionData)
+    else:
+        obj = _new(BeginQuorumEpochResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1128,7 +1236,7 @@ def _enc_BeginQuorumEpochResponse_PartitionData_v1(obj, out):
 
 def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode BeginQuorumEpochResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -1145,6 +1253,9 @@ def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1154,7 +1265,10 @@ def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1170,7 +1284,10 @@ def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochResponse_NodeEndpoint.__new__(BeginQuorumEpochResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse_NodeEndpoint.__new__(BeginQuorumEpochResponse_NodeEndpoint)
+    else:
+        obj = _new(BeginQuorumEpochResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,15 +21,15 @@ cdef class BrokerHeartbeatRequest(Message):
 cdef class BrokerHeartbeatResponse(Message):
     cdef public object throttle_time_ms, error_code, is_caught_up, is_fenced, should_shut_down, unknown_tagged_fields
 
-@_cy.locals(obj=BrokerHeartbeatRequest)
+@_cy.locals(obj=BrokerHeartbeatRequest, pos=Py_ssize_t)
 cpdef _dec_BrokerHeartbeatRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BrokerHeartbeatRequest_v0(BrokerHeartbeatRequest obj, bytearray out)
-@_cy.locals(obj=BrokerHeartbeatRequest)
+@_cy.locals(obj=BrokerHeartbeatRequest, pos=Py_ssize_t)
 cpdef _dec_BrokerHeartbeatRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BrokerHeartbeatRequest_v1(BrokerHeartbeatRequest obj, bytearray out)
-@_cy.locals(obj=BrokerHeartbeatRequest)
+@_cy.locals(obj=BrokerHeartbeatRequest, pos=Py_ssize_t)
 cpdef _dec_BrokerHeartbeatRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BrokerHeartbeatRequest_v2(BrokerHeartbeatRequest obj, bytearray out)
-@_cy.locals(obj=BrokerHeartbeatResponse)
+@_cy.locals(obj=BrokerHeartbeatResponse, pos=Py_ssize_t)
 cpdef _dec_BrokerHeartbeatResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BrokerHeartbeatResponse_v0(BrokerHeartbeatResponse obj, bytearray out)

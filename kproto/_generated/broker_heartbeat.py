@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,9 +51,14 @@ _RUN_broker_id__want_shut_down = (('broker_id', 0, 4), ('broker_epoch', 4, 8), (
 _RUN_throttle_time_ms__should_shut_down = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('is_caught_up', 6, 1), ('is_fenced', 7, 1), ('should_shut_down', 8, 1))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_BrokerHeartbeatRequest_v0(buf, cur, end):
     """Decode BrokerHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_broker_id__want_shut_down, pos, end)
     if cython.compiled:
@@ -79,7 +81,10 @@ def _dec_BrokerHeartbeatRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerHeartbeatRequest.__new__(BrokerHeartbeatRequest)
+    if cython.compiled:
+        obj = BrokerHeartbeatRequest.__new__(BrokerHeartbeatRequest)
+    else:
+        obj = _new(BrokerHeartbeatRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.current_metadata_offset = f_current_metadata_offset
@@ -117,7 +122,7 @@ def _enc_BrokerHeartbeatRequest_v0(obj, out):
 
 def _dec_BrokerHeartbeatRequest_v1(buf, cur, end):
     """Decode BrokerHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_broker_id__want_shut_down, pos, end)
     if cython.compiled:
@@ -152,6 +157,9 @@ def _dec_BrokerHeartbeatRequest_v1(buf, cur, end):
                         raise _w.bad_uvarint('offline_log_dirs', buf, pos, t_end)
                     n_offline_log_dirs = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_offline_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_offline_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'offline_log_dirs')
                     n_offline_log_dirs -= 1
@@ -162,7 +170,10 @@ def _dec_BrokerHeartbeatRequest_v1(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
         pos = after
-    obj = BrokerHeartbeatRequest.__new__(BrokerHeartbeatRequest)
+    if cython.compiled:
+        obj = BrokerHeartbeatRequest.__new__(BrokerHeartbeatRequest)
+    else:
+        obj = _new(BrokerHeartbeatRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.current_metadata_offset = f_current_metadata_offset
@@ -215,7 +226,7 @@ def _enc_BrokerHeartbeatRequest_v1(obj, out):
 
 def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
     """Decode BrokerHeartbeatRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_broker_id__want_shut_down, pos, end)
     if cython.compiled:
@@ -251,6 +262,9 @@ def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
                         raise _w.bad_uvarint('offline_log_dirs', buf, pos, t_end)
                     n_offline_log_dirs = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_offline_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_offline_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'offline_log_dirs')
                     n_offline_log_dirs -= 1
@@ -270,6 +284,9 @@ def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
                         raise _w.bad_uvarint('cordoned_log_dirs', buf, pos, t_end)
                     n_cordoned_log_dirs = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_cordoned_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_cordoned_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'cordoned_log_dirs')
                     n_cordoned_log_dirs -= 1
@@ -283,7 +300,10 @@ def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cordoned_log_dirs', 1, pos, t_end)
         pos = after
-    obj = BrokerHeartbeatRequest.__new__(BrokerHeartbeatRequest)
+    if cython.compiled:
+        obj = BrokerHeartbeatRequest.__new__(BrokerHeartbeatRequest)
+    else:
+        obj = _new(BrokerHeartbeatRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.current_metadata_offset = f_current_metadata_offset
@@ -351,7 +371,7 @@ def _enc_BrokerHeartbeatRequest_v2(obj, out):
 
 def _dec_BrokerHeartbeatResponse_v0(buf, cur, end):
     """Decode BrokerHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 9:
         raise _w.short_run(_RUN_throttle_time_ms__should_shut_down, pos, end)
     if cython.compiled:
@@ -377,7 +397,10 @@ def _dec_BrokerHeartbeatResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerHeartbeatResponse.__new__(BrokerHeartbeatResponse)
+    if cython.compiled:
+        obj = BrokerHeartbeatResponse.__new__(BrokerHeartbeatResponse)
+    else:
+        obj = _new(BrokerHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.is_caught_up = b_is_caught_up

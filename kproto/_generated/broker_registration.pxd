@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -26,24 +27,24 @@ cdef class BrokerRegistrationRequest(Message):
 cdef class BrokerRegistrationResponse(Message):
     cdef public object throttle_time_ms, error_code, broker_epoch, unknown_tagged_fields
 
-@_cy.locals(obj=BrokerRegistrationRequest)
+@_cy.locals(obj=BrokerRegistrationRequest, pos=Py_ssize_t)
 cpdef _dec_BrokerRegistrationRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BrokerRegistrationRequest_v0(BrokerRegistrationRequest obj, bytearray out)
-@_cy.locals(obj=BrokerRegistrationRequest)
+@_cy.locals(obj=BrokerRegistrationRequest, pos=Py_ssize_t)
 cpdef _dec_BrokerRegistrationRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BrokerRegistrationRequest_v1(BrokerRegistrationRequest obj, bytearray out)
-@_cy.locals(obj=BrokerRegistrationRequest)
+@_cy.locals(obj=BrokerRegistrationRequest, pos=Py_ssize_t)
 cpdef _dec_BrokerRegistrationRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BrokerRegistrationRequest_v2(BrokerRegistrationRequest obj, bytearray out)
-@_cy.locals(obj=BrokerRegistrationRequest)
+@_cy.locals(obj=BrokerRegistrationRequest, pos=Py_ssize_t)
 cpdef _dec_BrokerRegistrationRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BrokerRegistrationRequest_v3(BrokerRegistrationRequest obj, bytearray out)
-@_cy.locals(obj=BrokerRegistrationRequest_Listener)
+@_cy.locals(obj=BrokerRegistrationRequest_Listener, pos=Py_ssize_t)
 cdef _dec_BrokerRegistrationRequest_Listener_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BrokerRegistrationRequest_Listener_v0(BrokerRegistrationRequest_Listener obj, bytearray out)
-@_cy.locals(obj=BrokerRegistrationRequest_Feature)
+@_cy.locals(obj=BrokerRegistrationRequest_Feature, pos=Py_ssize_t)
 cdef _dec_BrokerRegistrationRequest_Feature_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_BrokerRegistrationRequest_Feature_v0(BrokerRegistrationRequest_Feature obj, bytearray out)
-@_cy.locals(obj=BrokerRegistrationResponse)
+@_cy.locals(obj=BrokerRegistrationResponse, pos=Py_ssize_t)
 cpdef _dec_BrokerRegistrationResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_BrokerRegistrationResponse_v0(BrokerRegistrationResponse obj, bytearray out)

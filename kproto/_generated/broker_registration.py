@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,9 +58,14 @@ _RUN_previous_broker_epoch = (('previous_broker_epoch', 0, 8),)
 _RUN_throttle_time_ms__broker_epoch = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('broker_epoch', 6, 8))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     """Decode BrokerRegistrationRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -80,6 +82,9 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -89,7 +94,10 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -106,20 +114,24 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('listeners', buf, pos, end)
         n_listeners = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
         n_listeners -= 1
     if n_listeners < 0 or n_listeners > (end - pos) // 7:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_features = buf[pos] - 1
         pos += 1
@@ -129,20 +141,24 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('features', buf, pos, end)
         n_features = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_features, pos = _w.read_uvarint(buf, pos, end, 'features')
         n_features -= 1
     if n_features < 0 or n_features > (end - pos) // 6:
         raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
     f_features = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_features):
-            f_features.append(_dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("features[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_features:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_features):
+                f_features.append(_dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack = buf[pos] - 1
         pos += 1
@@ -152,6 +168,9 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -161,7 +180,10 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -172,7 +194,10 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    else:
+        obj = _new(BrokerRegistrationRequest)
     obj.broker_id = f_broker_id
     obj.cluster_id = f_cluster_id
     obj.incarnation_id = f_incarnation_id
@@ -265,7 +290,7 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
 
 def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
     """Decode BrokerRegistrationRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -282,6 +307,9 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -291,7 +319,10 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -308,20 +339,24 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('listeners', buf, pos, end)
         n_listeners = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
         n_listeners -= 1
     if n_listeners < 0 or n_listeners > (end - pos) // 7:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_features = buf[pos] - 1
         pos += 1
@@ -331,20 +366,24 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('features', buf, pos, end)
         n_features = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_features, pos = _w.read_uvarint(buf, pos, end, 'features')
         n_features -= 1
     if n_features < 0 or n_features > (end - pos) // 6:
         raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
     f_features = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_features):
-            f_features.append(_dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("features[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_features:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_features):
+                f_features.append(_dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack = buf[pos] - 1
         pos += 1
@@ -354,6 +393,9 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -363,7 +405,10 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -384,7 +429,10 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    else:
+        obj = _new(BrokerRegistrationRequest)
     obj.broker_id = f_broker_id
     obj.cluster_id = f_cluster_id
     obj.incarnation_id = f_incarnation_id
@@ -480,7 +528,7 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
 
 def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
     """Decode BrokerRegistrationRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -497,6 +545,9 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -506,7 +557,10 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -523,20 +577,24 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('listeners', buf, pos, end)
         n_listeners = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
         n_listeners -= 1
     if n_listeners < 0 or n_listeners > (end - pos) // 7:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_features = buf[pos] - 1
         pos += 1
@@ -546,20 +604,24 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('features', buf, pos, end)
         n_features = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_features, pos = _w.read_uvarint(buf, pos, end, 'features')
         n_features -= 1
     if n_features < 0 or n_features > (end - pos) // 6:
         raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
     f_features = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_features):
-            f_features.append(_dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("features[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_features:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_features):
+                f_features.append(_dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack = buf[pos] - 1
         pos += 1
@@ -569,6 +631,9 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -578,7 +643,10 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -603,6 +671,9 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('log_dirs', buf, pos, end)
         n_log_dirs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_log_dirs, pos = _w.read_uvarint(buf, pos, end, 'log_dirs')
         n_log_dirs -= 1
@@ -615,7 +686,10 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    else:
+        obj = _new(BrokerRegistrationRequest)
     obj.broker_id = f_broker_id
     obj.cluster_id = f_cluster_id
     obj.incarnation_id = f_incarnation_id
@@ -724,7 +798,7 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
 
 def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
     """Decode BrokerRegistrationRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -741,6 +815,9 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -750,7 +827,10 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -767,20 +847,24 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('listeners', buf, pos, end)
         n_listeners = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
         n_listeners -= 1
     if n_listeners < 0 or n_listeners > (end - pos) // 7:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_features = buf[pos] - 1
         pos += 1
@@ -790,20 +874,24 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('features', buf, pos, end)
         n_features = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_features, pos = _w.read_uvarint(buf, pos, end, 'features')
         n_features -= 1
     if n_features < 0 or n_features > (end - pos) // 6:
         raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
     f_features = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_features):
-            f_features.append(_dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("features[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_features:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_features):
+                f_features.append(_dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack = buf[pos] - 1
         pos += 1
@@ -813,6 +901,9 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -822,7 +913,10 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -847,6 +941,9 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('log_dirs', buf, pos, end)
         n_log_dirs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_log_dirs, pos = _w.read_uvarint(buf, pos, end, 'log_dirs')
         n_log_dirs -= 1
@@ -866,7 +963,10 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    else:
+        obj = _new(BrokerRegistrationRequest)
     obj.broker_id = f_broker_id
     obj.cluster_id = f_cluster_id
     obj.incarnation_id = f_incarnation_id
@@ -980,7 +1080,7 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
 
 def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
     """Decode BrokerRegistrationRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -990,6 +1090,9 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -999,7 +1102,10 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1012,6 +1118,9 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1021,7 +1130,10 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1038,7 +1150,10 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest_Listener.__new__(BrokerRegistrationRequest_Listener)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest_Listener.__new__(BrokerRegistrationRequest_Listener)
+    else:
+        obj = _new(BrokerRegistrationRequest_Listener)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port
@@ -1098,7 +1213,7 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
 
 def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
     """Decode BrokerRegistrationRequest.Feature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1108,6 +1223,9 @@ def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1117,7 +1235,10 @@ def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1134,7 +1255,10 @@ def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest_Feature.__new__(BrokerRegistrationRequest_Feature)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest_Feature.__new__(BrokerRegistrationRequest_Feature)
+    else:
+        obj = _new(BrokerRegistrationRequest_Feature)
     obj.name = f_name
     obj.min_supported_version = f_min_supported_version
     obj.max_supported_version = f_max_supported_version
@@ -1177,7 +1301,7 @@ def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
 
 def _dec_BrokerRegistrationResponse_v0(buf, cur, end):
     """Decode BrokerRegistrationResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_throttle_time_ms__broker_epoch, pos, end)
     if cython.compiled:
@@ -1192,7 +1316,10 @@ def _dec_BrokerRegistrationResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationResponse.__new__(BrokerRegistrationResponse)
+    if cython.compiled:
+        obj = BrokerRegistrationResponse.__new__(BrokerRegistrationResponse)
+    else:
+        obj = _new(BrokerRegistrationResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.broker_epoch = f_broker_epoch

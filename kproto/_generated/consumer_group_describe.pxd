@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,30 +33,30 @@ cdef class ConsumerGroupDescribeResponse_DescribedGroup(Struct):
 cdef class ConsumerGroupDescribeResponse(Message):
     cdef public object throttle_time_ms, groups, unknown_tagged_fields
 
-@_cy.locals(obj=ConsumerGroupDescribeRequest)
+@_cy.locals(obj=ConsumerGroupDescribeRequest, pos=Py_ssize_t)
 cpdef _dec_ConsumerGroupDescribeRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ConsumerGroupDescribeRequest_v0(ConsumerGroupDescribeRequest obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupDescribeResponse)
+@_cy.locals(obj=ConsumerGroupDescribeResponse, pos=Py_ssize_t)
 cpdef _dec_ConsumerGroupDescribeResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ConsumerGroupDescribeResponse_v0(ConsumerGroupDescribeResponse obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupDescribeResponse)
+@_cy.locals(obj=ConsumerGroupDescribeResponse, pos=Py_ssize_t)
 cpdef _dec_ConsumerGroupDescribeResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ConsumerGroupDescribeResponse_v1(ConsumerGroupDescribeResponse obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupDescribeResponse_DescribedGroup)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_DescribedGroup, pos=Py_ssize_t)
 cdef _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(ConsumerGroupDescribeResponse_DescribedGroup obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupDescribeResponse_DescribedGroup)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_DescribedGroup, pos=Py_ssize_t)
 cdef _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(ConsumerGroupDescribeResponse_DescribedGroup obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupDescribeResponse_Member)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_Member, pos=Py_ssize_t)
 cdef _dec_ConsumerGroupDescribeResponse_Member_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ConsumerGroupDescribeResponse_Member_v0(ConsumerGroupDescribeResponse_Member obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupDescribeResponse_Member)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_Member, pos=Py_ssize_t)
 cdef _dec_ConsumerGroupDescribeResponse_Member_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ConsumerGroupDescribeResponse_Member_v1(ConsumerGroupDescribeResponse_Member obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupDescribeResponse_Assignment)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_Assignment, pos=Py_ssize_t)
 cdef _dec_ConsumerGroupDescribeResponse_Assignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ConsumerGroupDescribeResponse_Assignment_v0(ConsumerGroupDescribeResponse_Assignment obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupDescribeResponse_TopicPartitions)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_TopicPartitions, pos=Py_ssize_t)
 cdef _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(ConsumerGroupDescribeResponse_TopicPartitions obj, bytearray out)

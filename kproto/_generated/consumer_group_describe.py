@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -60,9 +57,15 @@ _RUN_member_type = (('member_type', 0, 1),)
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_ids = buf[pos] - 1
         pos += 1
@@ -72,6 +75,9 @@ def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('group_ids', buf, pos, end)
         n_group_ids = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_ids = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_ids, pos = _w.read_uvarint(buf, pos, end, 'group_ids')
         n_group_ids -= 1
@@ -88,6 +94,9 @@ def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
                 raise _w.bad_uvarint("group_ids[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "group_ids[%d]" % i)
             m -= 1
@@ -98,7 +107,10 @@ def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "group_ids[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "group_ids[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("group_ids[%d]" % i, pos, exc) from None
         f_group_ids.append(s)
         pos += m
     if end - pos < 1:
@@ -116,7 +128,10 @@ def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeRequest.__new__(ConsumerGroupDescribeRequest)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeRequest.__new__(ConsumerGroupDescribeRequest)
+    else:
+        obj = _new(ConsumerGroupDescribeRequest)
     obj.group_ids = f_group_ids
     obj.include_authorized_operations = b_include_authorized_operations
     obj.unknown_tagged_fields = unknown
@@ -164,7 +179,7 @@ def _enc_ConsumerGroupDescribeRequest_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -181,26 +196,33 @@ def _dec_ConsumerGroupDescribeResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 20:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 20, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse.__new__(ConsumerGroupDescribeResponse)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse.__new__(ConsumerGroupDescribeResponse)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -238,7 +260,7 @@ def _enc_ConsumerGroupDescribeResponse_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_v1(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -255,26 +277,33 @@ def _dec_ConsumerGroupDescribeResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 20:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 20, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse.__new__(ConsumerGroupDescribeResponse)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse.__new__(ConsumerGroupDescribeResponse)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -312,7 +341,7 @@ def _enc_ConsumerGroupDescribeResponse_v1(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -329,6 +358,9 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -338,7 +370,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -353,6 +388,9 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -362,7 +400,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -375,6 +416,9 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('group_state', buf, pos, end)
         n_group_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
@@ -384,7 +428,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -405,6 +452,9 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('assignor_name', buf, pos, end)
         n_assignor_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignor_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignor_name, pos = _w.read_uvarint(buf, pos, end, 'assignor_name')
         n_assignor_name -= 1
@@ -414,7 +464,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_assignor_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_assignor_name, 'assignor_name')
         else:
-            f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
+            try:
+                f_assignor_name = buf[pos:pos + n_assignor_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('assignor_name', pos, exc) from None
         pos += n_assignor_name
     else:
         raise _w.bad_sized('assignor_name', pos, n_assignor_name, end, 1, False)
@@ -427,20 +480,24 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 16:
         raise _w.bad_count('members', pos - 1, n_members, end, 16, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -453,7 +510,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_DescribedGroup.__new__(ConsumerGroupDescribeResponse_DescribedGroup)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_DescribedGroup.__new__(ConsumerGroupDescribeResponse_DescribedGroup)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.group_id = f_group_id
@@ -573,7 +633,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -590,6 +650,9 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -599,7 +662,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -614,6 +680,9 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -623,7 +692,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -636,6 +708,9 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             raise _w.bad_uvarint('group_state', buf, pos, end)
         n_group_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
@@ -645,7 +720,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -666,6 +744,9 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             raise _w.bad_uvarint('assignor_name', buf, pos, end)
         n_assignor_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignor_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignor_name, pos = _w.read_uvarint(buf, pos, end, 'assignor_name')
         n_assignor_name -= 1
@@ -675,7 +756,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_assignor_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_assignor_name, 'assignor_name')
         else:
-            f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
+            try:
+                f_assignor_name = buf[pos:pos + n_assignor_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('assignor_name', pos, exc) from None
         pos += n_assignor_name
     else:
         raise _w.bad_sized('assignor_name', pos, n_assignor_name, end, 1, False)
@@ -688,20 +772,24 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 17:
         raise _w.bad_count('members', pos - 1, n_members, end, 17, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -714,7 +802,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_DescribedGroup.__new__(ConsumerGroupDescribeResponse_DescribedGroup)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_DescribedGroup.__new__(ConsumerGroupDescribeResponse_DescribedGroup)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.group_id = f_group_id
@@ -834,7 +925,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -844,6 +935,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -853,7 +947,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -866,6 +963,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('instance_id', buf, pos, end)
         n_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
@@ -875,7 +975,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -890,6 +993,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -899,7 +1005,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -921,6 +1030,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('client_id', buf, pos, end)
         n_client_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
@@ -930,7 +1042,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -943,6 +1058,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('client_host', buf, pos, end)
         n_client_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
@@ -952,7 +1070,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -965,6 +1086,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
         n_subscribed_topic_names = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subscribed_topic_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subscribed_topic_names, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_names')
         n_subscribed_topic_names -= 1
@@ -981,6 +1105,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
                 raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
             m -= 1
@@ -991,7 +1118,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
         f_subscribed_topic_names.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -1003,6 +1133,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('subscribed_topic_regex', buf, pos, end)
         n_subscribed_topic_regex = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subscribed_topic_regex = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subscribed_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_regex')
         n_subscribed_topic_regex -= 1
@@ -1012,7 +1145,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_subscribed_topic_regex is None:
                 raise _w.bad_utf8_at(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         else:
-            f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+            try:
+                f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
@@ -1035,7 +1171,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_Member.__new__(ConsumerGroupDescribeResponse_Member)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_Member.__new__(ConsumerGroupDescribeResponse_Member)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_Member)
     obj.member_id = f_member_id
     obj.instance_id = f_instance_id
     obj.rack_id = f_rack_id
@@ -1194,7 +1333,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -1204,6 +1343,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -1213,7 +1355,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1226,6 +1371,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('instance_id', buf, pos, end)
         n_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
@@ -1235,7 +1383,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -1250,6 +1401,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -1259,7 +1413,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -1281,6 +1438,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('client_id', buf, pos, end)
         n_client_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
@@ -1290,7 +1450,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -1303,6 +1466,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('client_host', buf, pos, end)
         n_client_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
@@ -1312,7 +1478,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -1325,6 +1494,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
         n_subscribed_topic_names = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subscribed_topic_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subscribed_topic_names, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_names')
         n_subscribed_topic_names -= 1
@@ -1341,6 +1513,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
                 raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
             m -= 1
@@ -1351,7 +1526,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
         f_subscribed_topic_names.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -1363,6 +1541,9 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('subscribed_topic_regex', buf, pos, end)
         n_subscribed_topic_regex = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subscribed_topic_regex = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subscribed_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_regex')
         n_subscribed_topic_regex -= 1
@@ -1372,7 +1553,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_subscribed_topic_regex is None:
                 raise _w.bad_utf8_at(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         else:
-            f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+            try:
+                f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
@@ -1402,7 +1586,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_Member.__new__(ConsumerGroupDescribeResponse_Member)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_Member.__new__(ConsumerGroupDescribeResponse_Member)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_Member)
     obj.member_id = f_member_id
     obj.instance_id = f_instance_id
     obj.rack_id = f_rack_id
@@ -1564,7 +1751,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
         pos += 1
@@ -1574,26 +1761,33 @@ def _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
         n_topic_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
         n_topic_partitions -= 1
     if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 19:
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 19, 1)
     f_topic_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_partitions):
-            f_topic_partitions.append(_dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_partitions):
+                f_topic_partitions.append(_dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_Assignment.__new__(ConsumerGroupDescribeResponse_Assignment)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_Assignment.__new__(ConsumerGroupDescribeResponse_Assignment)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1625,7 +1819,7 @@ def _enc_ConsumerGroupDescribeResponse_Assignment_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -1639,6 +1833,9 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -1648,7 +1845,10 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1661,6 +1861,9 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -1668,6 +1871,8 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -1676,7 +1881,10 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_TopicPartitions.__new__(ConsumerGroupDescribeResponse_TopicPartitions)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_TopicPartitions.__new__(ConsumerGroupDescribeResponse_TopicPartitions)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_TopicPartitions)
     obj.topic_id = f_topic_id
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,21 +30,21 @@ cdef class ConsumerGroupHeartbeatResponse_Assignment(Struct):
 cdef class ConsumerGroupHeartbeatResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, member_id, member_epoch, heartbeat_interval_ms, assignment, unknown_tagged_fields
 
-@_cy.locals(obj=ConsumerGroupHeartbeatRequest)
+@_cy.locals(obj=ConsumerGroupHeartbeatRequest, pos=Py_ssize_t)
 cpdef _dec_ConsumerGroupHeartbeatRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ConsumerGroupHeartbeatRequest_v0(ConsumerGroupHeartbeatRequest obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupHeartbeatRequest)
+@_cy.locals(obj=ConsumerGroupHeartbeatRequest, pos=Py_ssize_t)
 cpdef _dec_ConsumerGroupHeartbeatRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ConsumerGroupHeartbeatRequest_v1(ConsumerGroupHeartbeatRequest obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupHeartbeatRequest_TopicPartitions)
+@_cy.locals(obj=ConsumerGroupHeartbeatRequest_TopicPartitions, pos=Py_ssize_t)
 cdef _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(ConsumerGroupHeartbeatRequest_TopicPartitions obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupHeartbeatResponse)
+@_cy.locals(obj=ConsumerGroupHeartbeatResponse, pos=Py_ssize_t)
 cpdef _dec_ConsumerGroupHeartbeatResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ConsumerGroupHeartbeatResponse_v0(ConsumerGroupHeartbeatResponse obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupHeartbeatResponse_Assignment)
+@_cy.locals(obj=ConsumerGroupHeartbeatResponse_Assignment, pos=Py_ssize_t)
 cdef _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ConsumerGroupHeartbeatResponse_Assignment_v0(ConsumerGroupHeartbeatResponse_Assignment obj, bytearray out)
-@_cy.locals(obj=ConsumerGroupHeartbeatResponse_TopicPartitions)
+@_cy.locals(obj=ConsumerGroupHeartbeatResponse_TopicPartitions, pos=Py_ssize_t)
 cdef _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(ConsumerGroupHeartbeatResponse_TopicPartitions obj, bytearray out)

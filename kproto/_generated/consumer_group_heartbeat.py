@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -55,9 +52,15 @@ _RUN_rebalance_timeout_ms = (('rebalance_timeout_ms', 0, 4),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -67,6 +70,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -76,7 +82,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -89,6 +98,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -98,7 +110,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -118,6 +133,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('instance_id', buf, pos, end)
         n_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
@@ -127,7 +145,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -142,6 +163,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -151,7 +175,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -173,6 +200,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
         n_subscribed_topic_names = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subscribed_topic_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subscribed_topic_names, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_names')
         n_subscribed_topic_names -= 1
@@ -192,6 +222,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                     raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
                 m = (v >> 4) - 1
                 pos += v & 15
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
             else:
                 m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
                 m -= 1
@@ -202,7 +235,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                 if s is None:
                     raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
             else:
-                s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+                try:
+                    s = buf[pos:pos + m].decode()
+                except UnicodeDecodeError as exc:
+                    raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
             f_subscribed_topic_names.append(s)
             pos += m
     if pos < end and buf[pos] < 128:
@@ -214,6 +250,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('server_assignor', buf, pos, end)
         n_server_assignor = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_server_assignor = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_server_assignor, pos = _w.read_uvarint(buf, pos, end, 'server_assignor')
         n_server_assignor -= 1
@@ -223,7 +262,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             if f_server_assignor is None:
                 raise _w.bad_utf8_at(buf, pos, n_server_assignor, 'server_assignor')
         else:
-            f_server_assignor = _w.utf8(buf, pos, n_server_assignor, 'server_assignor')
+            try:
+                f_server_assignor = buf[pos:pos + n_server_assignor].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('server_assignor', pos, exc) from None
         pos += n_server_assignor
     elif n_server_assignor == -1:
         f_server_assignor = None
@@ -238,6 +280,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
         n_topic_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
         n_topic_partitions -= 1
@@ -247,20 +292,24 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
     else:
         f_topic_partitions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topic_partitions):
-                f_topic_partitions.append(_dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topic_partitions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topic_partitions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topic_partitions):
+                    f_topic_partitions.append(_dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatRequest.__new__(ConsumerGroupHeartbeatRequest)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatRequest.__new__(ConsumerGroupHeartbeatRequest)
+    else:
+        obj = _new(ConsumerGroupHeartbeatRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
@@ -418,7 +467,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -428,6 +477,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -437,7 +489,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -450,6 +505,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -459,7 +517,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -479,6 +540,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('instance_id', buf, pos, end)
         n_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
@@ -488,7 +552,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -503,6 +570,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -512,7 +582,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -534,6 +607,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
         n_subscribed_topic_names = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subscribed_topic_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subscribed_topic_names, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_names')
         n_subscribed_topic_names -= 1
@@ -553,6 +629,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                     raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
                 m = (v >> 4) - 1
                 pos += v & 15
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
             else:
                 m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
                 m -= 1
@@ -563,7 +642,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                 if s is None:
                     raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
             else:
-                s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+                try:
+                    s = buf[pos:pos + m].decode()
+                except UnicodeDecodeError as exc:
+                    raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
             f_subscribed_topic_names.append(s)
             pos += m
     if pos < end and buf[pos] < 128:
@@ -575,6 +657,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('subscribed_topic_regex', buf, pos, end)
         n_subscribed_topic_regex = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subscribed_topic_regex = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subscribed_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_regex')
         n_subscribed_topic_regex -= 1
@@ -584,7 +669,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_subscribed_topic_regex is None:
                 raise _w.bad_utf8_at(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         else:
-            f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+            try:
+                f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
@@ -599,6 +687,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('server_assignor', buf, pos, end)
         n_server_assignor = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_server_assignor = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_server_assignor, pos = _w.read_uvarint(buf, pos, end, 'server_assignor')
         n_server_assignor -= 1
@@ -608,7 +699,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_server_assignor is None:
                 raise _w.bad_utf8_at(buf, pos, n_server_assignor, 'server_assignor')
         else:
-            f_server_assignor = _w.utf8(buf, pos, n_server_assignor, 'server_assignor')
+            try:
+                f_server_assignor = buf[pos:pos + n_server_assignor].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('server_assignor', pos, exc) from None
         pos += n_server_assignor
     elif n_server_assignor == -1:
         f_server_assignor = None
@@ -623,6 +717,9 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
         n_topic_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
         n_topic_partitions -= 1
@@ -632,20 +729,24 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
     else:
         f_topic_partitions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topic_partitions):
-                f_topic_partitions.append(_dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topic_partitions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topic_partitions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topic_partitions):
+                    f_topic_partitions.append(_dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatRequest.__new__(ConsumerGroupHeartbeatRequest)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatRequest.__new__(ConsumerGroupHeartbeatRequest)
+    else:
+        obj = _new(ConsumerGroupHeartbeatRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
@@ -817,7 +918,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
 
 def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -831,6 +932,9 @@ def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -838,6 +942,8 @@ def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -846,7 +952,10 @@ def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatRequest_TopicPartitions.__new__(ConsumerGroupHeartbeatRequest_TopicPartitions)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatRequest_TopicPartitions.__new__(ConsumerGroupHeartbeatRequest_TopicPartitions)
+    else:
+        obj = _new(ConsumerGroupHeartbeatRequest_TopicPartitions)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -884,7 +993,7 @@ def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -902,6 +1011,9 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -911,7 +1023,10 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -926,6 +1041,9 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -935,7 +1053,10 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -966,7 +1087,10 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatResponse.__new__(ConsumerGroupHeartbeatResponse)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatResponse.__new__(ConsumerGroupHeartbeatResponse)
+    else:
+        obj = _new(ConsumerGroupHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -1040,7 +1164,7 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatResponse.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
         pos += 1
@@ -1050,26 +1174,33 @@ def _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
         n_topic_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
         n_topic_partitions -= 1
     if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 18:
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
     f_topic_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_partitions):
-            f_topic_partitions.append(_dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_partitions):
+                f_topic_partitions.append(_dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatResponse_Assignment.__new__(ConsumerGroupHeartbeatResponse_Assignment)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatResponse_Assignment.__new__(ConsumerGroupHeartbeatResponse_Assignment)
+    else:
+        obj = _new(ConsumerGroupHeartbeatResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1101,7 +1232,7 @@ def _enc_ConsumerGroupHeartbeatResponse_Assignment_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -1115,6 +1246,9 @@ def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -1122,6 +1256,8 @@ def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -1130,7 +1266,10 @@ def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatResponse_TopicPartitions.__new__(ConsumerGroupHeartbeatResponse_TopicPartitions)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatResponse_TopicPartitions.__new__(ConsumerGroupHeartbeatResponse_TopicPartitions)
+    else:
+        obj = _new(ConsumerGroupHeartbeatResponse_TopicPartitions)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -26,24 +27,24 @@ cdef class ConsumerProtocolSubscription_TopicPartition(Struct):
 cdef class ConsumerProtocolSubscription(Message):
     cdef public object topics, user_data, owned_partitions, generation_id, rack_id
 
-@_cy.locals(obj=ConsumerProtocolAssignment)
+@_cy.locals(obj=ConsumerProtocolAssignment, pos=Py_ssize_t)
 cpdef _dec_ConsumerProtocolAssignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ConsumerProtocolAssignment_v0(ConsumerProtocolAssignment obj, bytearray out)
-@_cy.locals(obj=ConsumerProtocolAssignment_TopicPartition)
+@_cy.locals(obj=ConsumerProtocolAssignment_TopicPartition, pos=Py_ssize_t)
 cdef _dec_ConsumerProtocolAssignment_TopicPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ConsumerProtocolAssignment_TopicPartition_v0(ConsumerProtocolAssignment_TopicPartition obj, bytearray out)
-@_cy.locals(obj=ConsumerProtocolSubscription)
+@_cy.locals(obj=ConsumerProtocolSubscription, pos=Py_ssize_t)
 cpdef _dec_ConsumerProtocolSubscription_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ConsumerProtocolSubscription_v0(ConsumerProtocolSubscription obj, bytearray out)
-@_cy.locals(obj=ConsumerProtocolSubscription)
+@_cy.locals(obj=ConsumerProtocolSubscription, pos=Py_ssize_t)
 cpdef _dec_ConsumerProtocolSubscription_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ConsumerProtocolSubscription_v1(ConsumerProtocolSubscription obj, bytearray out)
-@_cy.locals(obj=ConsumerProtocolSubscription)
+@_cy.locals(obj=ConsumerProtocolSubscription, pos=Py_ssize_t)
 cpdef _dec_ConsumerProtocolSubscription_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ConsumerProtocolSubscription_v2(ConsumerProtocolSubscription obj, bytearray out)
-@_cy.locals(obj=ConsumerProtocolSubscription)
+@_cy.locals(obj=ConsumerProtocolSubscription, pos=Py_ssize_t)
 cpdef _dec_ConsumerProtocolSubscription_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ConsumerProtocolSubscription_v3(ConsumerProtocolSubscription obj, bytearray out)
-@_cy.locals(obj=ConsumerProtocolSubscription_TopicPartition)
+@_cy.locals(obj=ConsumerProtocolSubscription_TopicPartition, pos=Py_ssize_t)
 cdef _dec_ConsumerProtocolSubscription_TopicPartition_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ConsumerProtocolSubscription_TopicPartition_v1(ConsumerProtocolSubscription_TopicPartition obj, bytearray out)

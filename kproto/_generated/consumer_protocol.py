@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -59,9 +56,15 @@ _RUN_topics = (('topics', 0, 4),)
 _RUN_user_data = (('user_data', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
     """Decode ConsumerProtocolAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_assigned_partitions, pos, end)
     if cython.compiled:
@@ -72,14 +75,15 @@ def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
     if n_assigned_partitions < 0 or n_assigned_partitions > (end - pos) // 6:
         raise _w.bad_count('assigned_partitions', pos - 4, n_assigned_partitions, end, 6, 4)
     f_assigned_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assigned_partitions):
-            f_assigned_partitions.append(_dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assigned_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assigned_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assigned_partitions):
+                f_assigned_partitions.append(_dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assigned_partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_user_data, pos, end)
     if cython.compiled:
@@ -94,7 +98,10 @@ def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
         f_user_data = None
     else:
         raise _w.bad_sized('user_data', pos, n_user_data, end, 4, True)
-    obj = ConsumerProtocolAssignment.__new__(ConsumerProtocolAssignment)
+    if cython.compiled:
+        obj = ConsumerProtocolAssignment.__new__(ConsumerProtocolAssignment)
+    else:
+        obj = _new(ConsumerProtocolAssignment)
     obj.assigned_partitions = f_assigned_partitions
     obj.user_data = f_user_data
     cur.pos = pos
@@ -133,7 +140,7 @@ def _enc_ConsumerProtocolAssignment_v0(obj, out):
 
 def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end):
     """Decode ConsumerProtocolAssignment.TopicPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -147,7 +154,10 @@ def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -162,10 +172,15 @@ def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = ConsumerProtocolAssignment_TopicPartition.__new__(ConsumerProtocolAssignment_TopicPartition)
+    if cython.compiled:
+        obj = ConsumerProtocolAssignment_TopicPartition.__new__(ConsumerProtocolAssignment_TopicPartition)
+    else:
+        obj = _new(ConsumerProtocolAssignment_TopicPartition)
     obj.topic = f_topic
     obj.partitions = f_partitions
     cur.pos = pos
@@ -211,7 +226,7 @@ def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -234,7 +249,10 @@ def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
         f_topics.append(s)
         pos += m
     if end - pos < 4:
@@ -251,7 +269,10 @@ def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
         f_user_data = None
     else:
         raise _w.bad_sized('user_data', pos, n_user_data, end, 4, True)
-    obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
+    if cython.compiled:
+        obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
+    else:
+        obj = _new(ConsumerProtocolSubscription)
     obj.topics = f_topics
     obj.user_data = f_user_data
     obj.owned_partitions = []
@@ -298,7 +319,7 @@ def _enc_ConsumerProtocolSubscription_v0(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -321,7 +342,10 @@ def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
         f_topics.append(s)
         pos += m
     if end - pos < 4:
@@ -348,15 +372,19 @@ def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
     if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
         raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
     f_owned_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_owned_partitions):
-            f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("owned_partitions[%d]" % i)
-    pos = cur.pos
-    obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
+    if cython.compiled or n_owned_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_owned_partitions):
+                f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("owned_partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
+    else:
+        obj = _new(ConsumerProtocolSubscription)
     obj.topics = f_topics
     obj.user_data = f_user_data
     obj.owned_partitions = f_owned_partitions
@@ -415,7 +443,7 @@ def _enc_ConsumerProtocolSubscription_v1(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -438,7 +466,10 @@ def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
         f_topics.append(s)
         pos += m
     if end - pos < 4:
@@ -465,14 +496,15 @@ def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
     if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
         raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
     f_owned_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_owned_partitions):
-            f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("owned_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_owned_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_owned_partitions):
+                f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("owned_partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_generation_id, pos, end)
     if cython.compiled:
@@ -480,7 +512,10 @@ def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
     else:
         f_generation_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
+    if cython.compiled:
+        obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
+    else:
+        obj = _new(ConsumerProtocolSubscription)
     obj.topics = f_topics
     obj.user_data = f_user_data
     obj.owned_partitions = f_owned_partitions
@@ -544,7 +579,7 @@ def _enc_ConsumerProtocolSubscription_v2(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -567,7 +602,10 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
         f_topics.append(s)
         pos += m
     if end - pos < 4:
@@ -594,14 +632,15 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
     if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
         raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
     f_owned_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_owned_partitions):
-            f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("owned_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_owned_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_owned_partitions):
+                f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("owned_partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_generation_id__rack_id, pos, end)
     if cython.compiled:
@@ -616,13 +655,19 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 2, True)
-    obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
+    if cython.compiled:
+        obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
+    else:
+        obj = _new(ConsumerProtocolSubscription)
     obj.topics = f_topics
     obj.user_data = f_user_data
     obj.owned_partitions = f_owned_partitions
@@ -697,7 +742,7 @@ def _enc_ConsumerProtocolSubscription_v3(obj, out):
 
 def _dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end):
     """Decode ConsumerProtocolSubscription.TopicPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -711,7 +756,10 @@ def _dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -726,10 +774,15 @@ def _dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = ConsumerProtocolSubscription_TopicPartition.__new__(ConsumerProtocolSubscription_TopicPartition)
+    if cython.compiled:
+        obj = ConsumerProtocolSubscription_TopicPartition.__new__(ConsumerProtocolSubscription_TopicPartition)
+    else:
+        obj = _new(ConsumerProtocolSubscription_TopicPartition)
     obj.topic = f_topic
     obj.partitions = f_partitions
     cur.pos = pos

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -23,24 +24,24 @@ cdef class ControlledShutdownResponse_RemainingPartition(Struct):
 cdef class ControlledShutdownResponse(Message):
     cdef public object error_code, remaining_partitions, unknown_tagged_fields
 
-@_cy.locals(obj=ControlledShutdownRequest)
+@_cy.locals(obj=ControlledShutdownRequest, pos=Py_ssize_t)
 cpdef _dec_ControlledShutdownRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ControlledShutdownRequest_v0(ControlledShutdownRequest obj, bytearray out)
-@_cy.locals(obj=ControlledShutdownRequest)
+@_cy.locals(obj=ControlledShutdownRequest, pos=Py_ssize_t)
 cpdef _dec_ControlledShutdownRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ControlledShutdownRequest_v2(ControlledShutdownRequest obj, bytearray out)
-@_cy.locals(obj=ControlledShutdownRequest)
+@_cy.locals(obj=ControlledShutdownRequest, pos=Py_ssize_t)
 cpdef _dec_ControlledShutdownRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ControlledShutdownRequest_v3(ControlledShutdownRequest obj, bytearray out)
-@_cy.locals(obj=ControlledShutdownResponse)
+@_cy.locals(obj=ControlledShutdownResponse, pos=Py_ssize_t)
 cpdef _dec_ControlledShutdownResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ControlledShutdownResponse_v0(ControlledShutdownResponse obj, bytearray out)
-@_cy.locals(obj=ControlledShutdownResponse)
+@_cy.locals(obj=ControlledShutdownResponse, pos=Py_ssize_t)
 cpdef _dec_ControlledShutdownResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ControlledShutdownResponse_v3(ControlledShutdownResponse obj, bytearray out)
-@_cy.locals(obj=ControlledShutdownResponse_RemainingPartition)
+@_cy.locals(obj=ControlledShutdownResponse_RemainingPartition, pos=Py_ssize_t)
 cdef _dec_ControlledShutdownResponse_RemainingPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ControlledShutdownResponse_RemainingPartition_v0(ControlledShutdownResponse_RemainingPartition obj, bytearray out)
-@_cy.locals(obj=ControlledShutdownResponse_RemainingPartition)
+@_cy.locals(obj=ControlledShutdownResponse_RemainingPartition, pos=Py_ssize_t)
 cdef _dec_ControlledShutdownResponse_RemainingPartition_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ControlledShutdownResponse_RemainingPartition_v3(ControlledShutdownResponse_RemainingPartition obj, bytearray out)

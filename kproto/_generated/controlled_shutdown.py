@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -58,9 +55,14 @@ _RUN_partition_index = (('partition_index', 0, 4),)
 _RUN_topic_name = (('topic_name', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_ControlledShutdownRequest_v0(buf, cur, end):
     """Decode ControlledShutdownRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -68,7 +70,10 @@ def _dec_ControlledShutdownRequest_v0(buf, cur, end):
     else:
         f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    if cython.compiled:
+        obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    else:
+        obj = _new(ControlledShutdownRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = -1
     obj.unknown_tagged_fields = []
@@ -89,7 +94,7 @@ def _enc_ControlledShutdownRequest_v0(obj, out):
 
 def _dec_ControlledShutdownRequest_v2(buf, cur, end):
     """Decode ControlledShutdownRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -98,7 +103,10 @@ def _dec_ControlledShutdownRequest_v2(buf, cur, end):
     else:
         f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    if cython.compiled:
+        obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    else:
+        obj = _new(ControlledShutdownRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.unknown_tagged_fields = []
@@ -120,7 +128,7 @@ def _enc_ControlledShutdownRequest_v2(obj, out):
 
 def _dec_ControlledShutdownRequest_v3(buf, cur, end):
     """Decode ControlledShutdownRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -134,7 +142,10 @@ def _dec_ControlledShutdownRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    if cython.compiled:
+        obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    else:
+        obj = _new(ControlledShutdownRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.unknown_tagged_fields = unknown
@@ -160,7 +171,7 @@ def _enc_ControlledShutdownRequest_v3(obj, out):
 
 def _dec_ControlledShutdownResponse_v0(buf, cur, end):
     """Decode ControlledShutdownResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__remaining_partitions, pos, end)
     if cython.compiled:
@@ -172,15 +183,19 @@ def _dec_ControlledShutdownResponse_v0(buf, cur, end):
     if n_remaining_partitions < 0 or n_remaining_partitions > (end - pos) // 6:
         raise _w.bad_count('remaining_partitions', pos - 4, n_remaining_partitions, end, 6, 4)
     f_remaining_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_remaining_partitions):
-            f_remaining_partitions.append(_dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("remaining_partitions[%d]" % i)
-    pos = cur.pos
-    obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
+    if cython.compiled or n_remaining_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_remaining_partitions):
+                f_remaining_partitions.append(_dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("remaining_partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
+    else:
+        obj = _new(ControlledShutdownResponse)
     obj.error_code = f_error_code
     obj.remaining_partitions = f_remaining_partitions
     obj.unknown_tagged_fields = []
@@ -209,7 +224,7 @@ def _enc_ControlledShutdownResponse_v0(obj, out):
 
 def _dec_ControlledShutdownResponse_v3(buf, cur, end):
     """Decode ControlledShutdownResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -226,26 +241,33 @@ def _dec_ControlledShutdownResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('remaining_partitions', buf, pos, end)
         n_remaining_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_remaining_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_remaining_partitions, pos = _w.read_uvarint(buf, pos, end, 'remaining_partitions')
         n_remaining_partitions -= 1
     if n_remaining_partitions < 0 or n_remaining_partitions > (end - pos) // 6:
         raise _w.bad_count('remaining_partitions', pos - 1, n_remaining_partitions, end, 6, 1)
     f_remaining_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_remaining_partitions):
-            f_remaining_partitions.append(_dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("remaining_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_remaining_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_remaining_partitions):
+                f_remaining_partitions.append(_dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("remaining_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
+    if cython.compiled:
+        obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
+    else:
+        obj = _new(ControlledShutdownResponse)
     obj.error_code = f_error_code
     obj.remaining_partitions = f_remaining_partitions
     obj.unknown_tagged_fields = unknown
@@ -283,7 +305,7 @@ def _enc_ControlledShutdownResponse_v3(obj, out):
 
 def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end):
     """Decode ControlledShutdownResponse.RemainingPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -297,7 +319,10 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -308,7 +333,10 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end):
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ControlledShutdownResponse_RemainingPartition.__new__(ControlledShutdownResponse_RemainingPartition)
+    if cython.compiled:
+        obj = ControlledShutdownResponse_RemainingPartition.__new__(ControlledShutdownResponse_RemainingPartition)
+    else:
+        obj = _new(ControlledShutdownResponse_RemainingPartition)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = []
@@ -344,7 +372,7 @@ def _enc_ControlledShutdownResponse_RemainingPartition_v0(obj, out):
 
 def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
     """Decode ControlledShutdownResponse.RemainingPartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -354,6 +382,9 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -363,7 +394,10 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -379,7 +413,10 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControlledShutdownResponse_RemainingPartition.__new__(ControlledShutdownResponse_RemainingPartition)
+    if cython.compiled:
+        obj = ControlledShutdownResponse_RemainingPartition.__new__(ControlledShutdownResponse_RemainingPartition)
+    else:
+        obj = _new(ControlledShutdownResponse_RemainingPartition)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -26,15 +27,15 @@ cdef class ControllerRegistrationRequest(Message):
 cdef class ControllerRegistrationResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, unknown_tagged_fields
 
-@_cy.locals(obj=ControllerRegistrationRequest)
+@_cy.locals(obj=ControllerRegistrationRequest, pos=Py_ssize_t)
 cpdef _dec_ControllerRegistrationRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ControllerRegistrationRequest_v0(ControllerRegistrationRequest obj, bytearray out)
-@_cy.locals(obj=ControllerRegistrationRequest_Listener)
+@_cy.locals(obj=ControllerRegistrationRequest_Listener, pos=Py_ssize_t)
 cdef _dec_ControllerRegistrationRequest_Listener_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ControllerRegistrationRequest_Listener_v0(ControllerRegistrationRequest_Listener obj, bytearray out)
-@_cy.locals(obj=ControllerRegistrationRequest_Feature)
+@_cy.locals(obj=ControllerRegistrationRequest_Feature, pos=Py_ssize_t)
 cdef _dec_ControllerRegistrationRequest_Feature_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ControllerRegistrationRequest_Feature_v0(ControllerRegistrationRequest_Feature obj, bytearray out)
-@_cy.locals(obj=ControllerRegistrationResponse)
+@_cy.locals(obj=ControllerRegistrationResponse, pos=Py_ssize_t)
 cpdef _dec_ControllerRegistrationResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ControllerRegistrationResponse_v0(ControllerRegistrationResponse obj, bytearray out)

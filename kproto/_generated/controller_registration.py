@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -59,9 +56,14 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_zk_migration_ready = (('zk_migration_ready', 0, 1),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
     """Decode ControllerRegistrationRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     if cython.compiled:
@@ -92,20 +94,24 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('listeners', buf, pos, end)
         n_listeners = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
         n_listeners -= 1
     if n_listeners < 0 or n_listeners > (end - pos) // 7:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_features = buf[pos] - 1
         pos += 1
@@ -115,26 +121,33 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('features', buf, pos, end)
         n_features = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_features, pos = _w.read_uvarint(buf, pos, end, 'features')
         n_features -= 1
     if n_features < 0 or n_features > (end - pos) // 6:
         raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
     f_features = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_features):
-            f_features.append(_dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("features[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_features:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_features):
+                f_features.append(_dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControllerRegistrationRequest.__new__(ControllerRegistrationRequest)
+    if cython.compiled:
+        obj = ControllerRegistrationRequest.__new__(ControllerRegistrationRequest)
+    else:
+        obj = _new(ControllerRegistrationRequest)
     obj.controller_id = f_controller_id
     obj.incarnation_id = f_incarnation_id
     obj.zk_migration_ready = b_zk_migration_ready
@@ -194,7 +207,7 @@ def _enc_ControllerRegistrationRequest_v0(obj, out):
 
 def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
     """Decode ControllerRegistrationRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -204,6 +217,9 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -213,7 +229,10 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -226,6 +245,9 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -235,7 +257,10 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -252,7 +277,10 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControllerRegistrationRequest_Listener.__new__(ControllerRegistrationRequest_Listener)
+    if cython.compiled:
+        obj = ControllerRegistrationRequest_Listener.__new__(ControllerRegistrationRequest_Listener)
+    else:
+        obj = _new(ControllerRegistrationRequest_Listener)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port
@@ -312,7 +340,7 @@ def _enc_ControllerRegistrationRequest_Listener_v0(obj, out):
 
 def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
     """Decode ControllerRegistrationRequest.Feature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -322,6 +350,9 @@ def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -331,7 +362,10 @@ def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -348,7 +382,10 @@ def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControllerRegistrationRequest_Feature.__new__(ControllerRegistrationRequest_Feature)
+    if cython.compiled:
+        obj = ControllerRegistrationRequest_Feature.__new__(ControllerRegistrationRequest_Feature)
+    else:
+        obj = _new(ControllerRegistrationRequest_Feature)
     obj.name = f_name
     obj.min_supported_version = f_min_supported_version
     obj.max_supported_version = f_max_supported_version
@@ -391,7 +428,7 @@ def _enc_ControllerRegistrationRequest_Feature_v0(obj, out):
 
 def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
     """Decode ControllerRegistrationResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -409,6 +446,9 @@ def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -418,7 +458,10 @@ def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -429,7 +472,10 @@ def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControllerRegistrationResponse.__new__(ControllerRegistrationResponse)
+    if cython.compiled:
+        obj = ControllerRegistrationResponse.__new__(ControllerRegistrationResponse)
+    else:
+        obj = _new(ControllerRegistrationResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message

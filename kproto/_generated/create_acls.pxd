@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -26,33 +27,33 @@ cdef class CreateAclsResponse_AclCreationResult(Struct):
 cdef class CreateAclsResponse(Message):
     cdef public object throttle_time_ms, results, unknown_tagged_fields
 
-@_cy.locals(obj=CreateAclsRequest)
+@_cy.locals(obj=CreateAclsRequest, pos=Py_ssize_t)
 cpdef _dec_CreateAclsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreateAclsRequest_v0(CreateAclsRequest obj, bytearray out)
-@_cy.locals(obj=CreateAclsRequest)
+@_cy.locals(obj=CreateAclsRequest, pos=Py_ssize_t)
 cpdef _dec_CreateAclsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreateAclsRequest_v1(CreateAclsRequest obj, bytearray out)
-@_cy.locals(obj=CreateAclsRequest)
+@_cy.locals(obj=CreateAclsRequest, pos=Py_ssize_t)
 cpdef _dec_CreateAclsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreateAclsRequest_v2(CreateAclsRequest obj, bytearray out)
-@_cy.locals(obj=CreateAclsRequest_AclCreation)
+@_cy.locals(obj=CreateAclsRequest_AclCreation, pos=Py_ssize_t)
 cdef _dec_CreateAclsRequest_AclCreation_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreateAclsRequest_AclCreation_v0(CreateAclsRequest_AclCreation obj, bytearray out)
-@_cy.locals(obj=CreateAclsRequest_AclCreation)
+@_cy.locals(obj=CreateAclsRequest_AclCreation, pos=Py_ssize_t)
 cdef _dec_CreateAclsRequest_AclCreation_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreateAclsRequest_AclCreation_v1(CreateAclsRequest_AclCreation obj, bytearray out)
-@_cy.locals(obj=CreateAclsRequest_AclCreation)
+@_cy.locals(obj=CreateAclsRequest_AclCreation, pos=Py_ssize_t)
 cdef _dec_CreateAclsRequest_AclCreation_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreateAclsRequest_AclCreation_v2(CreateAclsRequest_AclCreation obj, bytearray out)
-@_cy.locals(obj=CreateAclsResponse)
+@_cy.locals(obj=CreateAclsResponse, pos=Py_ssize_t)
 cpdef _dec_CreateAclsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreateAclsResponse_v0(CreateAclsResponse obj, bytearray out)
-@_cy.locals(obj=CreateAclsResponse)
+@_cy.locals(obj=CreateAclsResponse, pos=Py_ssize_t)
 cpdef _dec_CreateAclsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreateAclsResponse_v2(CreateAclsResponse obj, bytearray out)
-@_cy.locals(obj=CreateAclsResponse_AclCreationResult)
+@_cy.locals(obj=CreateAclsResponse_AclCreationResult, pos=Py_ssize_t)
 cdef _dec_CreateAclsResponse_AclCreationResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreateAclsResponse_AclCreationResult_v0(CreateAclsResponse_AclCreationResult obj, bytearray out)
-@_cy.locals(obj=CreateAclsResponse_AclCreationResult)
+@_cy.locals(obj=CreateAclsResponse_AclCreationResult, pos=Py_ssize_t)
 cdef _dec_CreateAclsResponse_AclCreationResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreateAclsResponse_AclCreationResult_v2(CreateAclsResponse_AclCreationResult obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -67,9 +64,14 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_throttle_time_ms__results = (('throttle_time_ms', 0, 4), ('results', 4, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_CreateAclsRequest_v0(buf, cur, end):
     """Decode CreateAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_creations, pos, end)
     if cython.compiled:
@@ -80,15 +82,19 @@ def _dec_CreateAclsRequest_v0(buf, cur, end):
     if n_creations < 0 or n_creations > (end - pos) // 9:
         raise _w.bad_count('creations', pos - 4, n_creations, end, 9, 4)
     f_creations = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_creations):
-            f_creations.append(_dec_CreateAclsRequest_AclCreation_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("creations[%d]" % i)
-    pos = cur.pos
-    obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    if cython.compiled or n_creations:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_creations):
+                f_creations.append(_dec_CreateAclsRequest_AclCreation_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("creations[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    else:
+        obj = _new(CreateAclsRequest)
     obj.creations = f_creations
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -115,7 +121,7 @@ def _enc_CreateAclsRequest_v0(obj, out):
 
 def _dec_CreateAclsRequest_v1(buf, cur, end):
     """Decode CreateAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_creations, pos, end)
     if cython.compiled:
@@ -126,15 +132,19 @@ def _dec_CreateAclsRequest_v1(buf, cur, end):
     if n_creations < 0 or n_creations > (end - pos) // 10:
         raise _w.bad_count('creations', pos - 4, n_creations, end, 10, 4)
     f_creations = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_creations):
-            f_creations.append(_dec_CreateAclsRequest_AclCreation_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("creations[%d]" % i)
-    pos = cur.pos
-    obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    if cython.compiled or n_creations:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_creations):
+                f_creations.append(_dec_CreateAclsRequest_AclCreation_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("creations[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    else:
+        obj = _new(CreateAclsRequest)
     obj.creations = f_creations
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -161,7 +171,7 @@ def _enc_CreateAclsRequest_v1(obj, out):
 
 def _dec_CreateAclsRequest_v2(buf, cur, end):
     """Decode CreateAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_creations = buf[pos] - 1
         pos += 1
@@ -171,26 +181,33 @@ def _dec_CreateAclsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('creations', buf, pos, end)
         n_creations = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_creations = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_creations, pos = _w.read_uvarint(buf, pos, end, 'creations')
         n_creations -= 1
     if n_creations < 0 or n_creations > (end - pos) // 8:
         raise _w.bad_count('creations', pos - 1, n_creations, end, 8, 1)
     f_creations = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_creations):
-            f_creations.append(_dec_CreateAclsRequest_AclCreation_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("creations[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_creations:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_creations):
+                f_creations.append(_dec_CreateAclsRequest_AclCreation_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("creations[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    if cython.compiled:
+        obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    else:
+        obj = _new(CreateAclsRequest)
     obj.creations = f_creations
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -222,7 +239,7 @@ def _enc_CreateAclsRequest_v2(obj, out):
 
 def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
     """Decode CreateAclsRequest.AclCreation (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -237,7 +254,10 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -254,7 +274,10 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -271,7 +294,10 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -283,7 +309,10 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    if cython.compiled:
+        obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    else:
+        obj = _new(CreateAclsRequest_AclCreation)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.resource_pattern_type = 3
@@ -358,7 +387,7 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
 
 def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
     """Decode CreateAclsRequest.AclCreation (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -373,7 +402,10 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -391,7 +423,10 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -408,7 +443,10 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -420,7 +458,10 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    if cython.compiled:
+        obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    else:
+        obj = _new(CreateAclsRequest_AclCreation)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.resource_pattern_type = f_resource_pattern_type
@@ -494,7 +535,7 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
 
 def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
     """Decode CreateAclsRequest.AclCreation (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -511,6 +552,9 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -520,7 +564,10 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -540,6 +587,9 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
             raise _w.bad_uvarint('principal', buf, pos, end)
         n_principal = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal, pos = _w.read_uvarint(buf, pos, end, 'principal')
         n_principal -= 1
@@ -549,7 +599,10 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
@@ -562,6 +615,9 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -571,7 +627,10 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -588,7 +647,10 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    if cython.compiled:
+        obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    else:
+        obj = _new(CreateAclsRequest_AclCreation)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.resource_pattern_type = f_resource_pattern_type
@@ -677,7 +739,7 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
 
 def _dec_CreateAclsResponse_v0(buf, cur, end):
     """Decode CreateAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -689,15 +751,19 @@ def _dec_CreateAclsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 4:
         raise _w.bad_count('results', pos - 4, n_results, end, 4, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
-    obj = CreateAclsResponse.__new__(CreateAclsResponse)
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = CreateAclsResponse.__new__(CreateAclsResponse)
+    else:
+        obj = _new(CreateAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -726,7 +792,7 @@ def _enc_CreateAclsResponse_v0(obj, out):
 
 def _dec_CreateAclsResponse_v2(buf, cur, end):
     """Decode CreateAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -743,26 +809,33 @@ def _dec_CreateAclsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 4:
         raise _w.bad_count('results', pos - 1, n_results, end, 4, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateAclsResponse.__new__(CreateAclsResponse)
+    if cython.compiled:
+        obj = CreateAclsResponse.__new__(CreateAclsResponse)
+    else:
+        obj = _new(CreateAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -800,7 +873,7 @@ def _enc_CreateAclsResponse_v2(obj, out):
 
 def _dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end):
     """Decode CreateAclsResponse.AclCreationResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -815,13 +888,19 @@ def _dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
-    obj = CreateAclsResponse_AclCreationResult.__new__(CreateAclsResponse_AclCreationResult)
+    if cython.compiled:
+        obj = CreateAclsResponse_AclCreationResult.__new__(CreateAclsResponse_AclCreationResult)
+    else:
+        obj = _new(CreateAclsResponse_AclCreationResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.unknown_tagged_fields = []
@@ -853,7 +932,7 @@ def _enc_CreateAclsResponse_AclCreationResult_v0(obj, out):
 
 def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
     """Decode CreateAclsResponse.AclCreationResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -870,6 +949,9 @@ def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -879,7 +961,10 @@ def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -890,7 +975,10 @@ def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateAclsResponse_AclCreationResult.__new__(CreateAclsResponse_AclCreationResult)
+    if cython.compiled:
+        obj = CreateAclsResponse_AclCreationResult.__new__(CreateAclsResponse_AclCreationResult)
+    else:
+        obj = _new(CreateAclsResponse_AclCreationResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.unknown_tagged_fields = unknown

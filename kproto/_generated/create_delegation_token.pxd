@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -23,27 +24,27 @@ cdef class CreateDelegationTokenRequest(Message):
 cdef class CreateDelegationTokenResponse(Message):
     cdef public object error_code, principal_type, principal_name, token_requester_principal_type, token_requester_principal_name, issue_timestamp_ms, expiry_timestamp_ms, max_timestamp_ms, token_id, hmac, throttle_time_ms, unknown_tagged_fields
 
-@_cy.locals(obj=CreateDelegationTokenRequest)
+@_cy.locals(obj=CreateDelegationTokenRequest, pos=Py_ssize_t)
 cpdef _dec_CreateDelegationTokenRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreateDelegationTokenRequest_v0(CreateDelegationTokenRequest obj, bytearray out)
-@_cy.locals(obj=CreateDelegationTokenRequest)
+@_cy.locals(obj=CreateDelegationTokenRequest, pos=Py_ssize_t)
 cpdef _dec_CreateDelegationTokenRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreateDelegationTokenRequest_v2(CreateDelegationTokenRequest obj, bytearray out)
-@_cy.locals(obj=CreateDelegationTokenRequest)
+@_cy.locals(obj=CreateDelegationTokenRequest, pos=Py_ssize_t)
 cpdef _dec_CreateDelegationTokenRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreateDelegationTokenRequest_v3(CreateDelegationTokenRequest obj, bytearray out)
-@_cy.locals(obj=CreateDelegationTokenRequest_CreatableRenewers)
+@_cy.locals(obj=CreateDelegationTokenRequest_CreatableRenewers, pos=Py_ssize_t)
 cdef _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(CreateDelegationTokenRequest_CreatableRenewers obj, bytearray out)
-@_cy.locals(obj=CreateDelegationTokenRequest_CreatableRenewers)
+@_cy.locals(obj=CreateDelegationTokenRequest_CreatableRenewers, pos=Py_ssize_t)
 cdef _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(CreateDelegationTokenRequest_CreatableRenewers obj, bytearray out)
-@_cy.locals(obj=CreateDelegationTokenResponse)
+@_cy.locals(obj=CreateDelegationTokenResponse, pos=Py_ssize_t)
 cpdef _dec_CreateDelegationTokenResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreateDelegationTokenResponse_v0(CreateDelegationTokenResponse obj, bytearray out)
-@_cy.locals(obj=CreateDelegationTokenResponse)
+@_cy.locals(obj=CreateDelegationTokenResponse, pos=Py_ssize_t)
 cpdef _dec_CreateDelegationTokenResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreateDelegationTokenResponse_v2(CreateDelegationTokenResponse obj, bytearray out)
-@_cy.locals(obj=CreateDelegationTokenResponse)
+@_cy.locals(obj=CreateDelegationTokenResponse, pos=Py_ssize_t)
 cpdef _dec_CreateDelegationTokenResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreateDelegationTokenResponse_v3(CreateDelegationTokenResponse obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -64,9 +61,14 @@ _RUN_renewers = (('renewers', 0, 4),)
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_CreateDelegationTokenRequest_v0(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_renewers, pos, end)
     if cython.compiled:
@@ -77,14 +79,15 @@ def _dec_CreateDelegationTokenRequest_v0(buf, cur, end):
     if n_renewers < 0 or n_renewers > (end - pos) // 4:
         raise _w.bad_count('renewers', pos - 4, n_renewers, end, 4, 4)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
     if cython.compiled:
@@ -92,7 +95,10 @@ def _dec_CreateDelegationTokenRequest_v0(buf, cur, end):
     else:
         f_max_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    if cython.compiled:
+        obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    else:
+        obj = _new(CreateDelegationTokenRequest)
     obj.owner_principal_type = ''
     obj.owner_principal_name = ''
     obj.renewers = f_renewers
@@ -131,7 +137,7 @@ def _enc_CreateDelegationTokenRequest_v0(obj, out):
 
 def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_renewers = buf[pos] - 1
         pos += 1
@@ -141,20 +147,24 @@ def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('renewers', buf, pos, end)
         n_renewers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_renewers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_renewers, pos = _w.read_uvarint(buf, pos, end, 'renewers')
         n_renewers -= 1
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
     if cython.compiled:
@@ -167,7 +177,10 @@ def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    if cython.compiled:
+        obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    else:
+        obj = _new(CreateDelegationTokenRequest)
     obj.owner_principal_type = ''
     obj.owner_principal_name = ''
     obj.renewers = f_renewers
@@ -211,7 +224,7 @@ def _enc_CreateDelegationTokenRequest_v2(obj, out):
 
 def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_owner_principal_type = buf[pos] - 1
         pos += 1
@@ -221,6 +234,9 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('owner_principal_type', buf, pos, end)
         n_owner_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_owner_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_owner_principal_type, pos = _w.read_uvarint(buf, pos, end, 'owner_principal_type')
         n_owner_principal_type -= 1
@@ -230,7 +246,10 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
             if f_owner_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_owner_principal_type, 'owner_principal_type')
         else:
-            f_owner_principal_type = _w.utf8(buf, pos, n_owner_principal_type, 'owner_principal_type')
+            try:
+                f_owner_principal_type = buf[pos:pos + n_owner_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('owner_principal_type', pos, exc) from None
         pos += n_owner_principal_type
     elif n_owner_principal_type == -1:
         f_owner_principal_type = None
@@ -245,6 +264,9 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('owner_principal_name', buf, pos, end)
         n_owner_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_owner_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_owner_principal_name, pos = _w.read_uvarint(buf, pos, end, 'owner_principal_name')
         n_owner_principal_name -= 1
@@ -254,7 +276,10 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
             if f_owner_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_owner_principal_name, 'owner_principal_name')
         else:
-            f_owner_principal_name = _w.utf8(buf, pos, n_owner_principal_name, 'owner_principal_name')
+            try:
+                f_owner_principal_name = buf[pos:pos + n_owner_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('owner_principal_name', pos, exc) from None
         pos += n_owner_principal_name
     elif n_owner_principal_name == -1:
         f_owner_principal_name = None
@@ -269,20 +294,24 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('renewers', buf, pos, end)
         n_renewers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_renewers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_renewers, pos = _w.read_uvarint(buf, pos, end, 'renewers')
         n_renewers -= 1
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
     if cython.compiled:
@@ -295,7 +324,10 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    if cython.compiled:
+        obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    else:
+        obj = _new(CreateDelegationTokenRequest)
     obj.owner_principal_type = f_owner_principal_type
     obj.owner_principal_name = f_owner_principal_name
     obj.renewers = f_renewers
@@ -367,7 +399,7 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
 
 def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
     """Decode CreateDelegationTokenRequest.CreatableRenewers (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_type, pos, end)
     if cython.compiled:
@@ -381,7 +413,10 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -398,11 +433,17 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
-    obj = CreateDelegationTokenRequest_CreatableRenewers.__new__(CreateDelegationTokenRequest_CreatableRenewers)
+    if cython.compiled:
+        obj = CreateDelegationTokenRequest_CreatableRenewers.__new__(CreateDelegationTokenRequest_CreatableRenewers)
+    else:
+        obj = _new(CreateDelegationTokenRequest_CreatableRenewers)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = []
@@ -448,7 +489,7 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
 
 def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
     """Decode CreateDelegationTokenRequest.CreatableRenewers (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal_type = buf[pos] - 1
         pos += 1
@@ -458,6 +499,9 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
             raise _w.bad_uvarint('principal_type', buf, pos, end)
         n_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
@@ -467,7 +511,10 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -480,6 +527,9 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
             raise _w.bad_uvarint('principal_name', buf, pos, end)
         n_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
@@ -489,7 +539,10 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -498,7 +551,10 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateDelegationTokenRequest_CreatableRenewers.__new__(CreateDelegationTokenRequest_CreatableRenewers)
+    if cython.compiled:
+        obj = CreateDelegationTokenRequest_CreatableRenewers.__new__(CreateDelegationTokenRequest_CreatableRenewers)
+    else:
+        obj = _new(CreateDelegationTokenRequest_CreatableRenewers)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = unknown
@@ -550,7 +606,7 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
 
 def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
     """Decode CreateDelegationTokenResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__principal_type, pos, end)
     if cython.compiled:
@@ -565,7 +621,10 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -582,7 +641,10 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
@@ -602,7 +664,10 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 2, False)
@@ -625,7 +690,10 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    if cython.compiled:
+        obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    else:
+        obj = _new(CreateDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
@@ -720,7 +788,7 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
 
 def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
     """Decode CreateDelegationTokenResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -737,6 +805,9 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('principal_type', buf, pos, end)
         n_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
@@ -746,7 +817,10 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -759,6 +833,9 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('principal_name', buf, pos, end)
         n_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
@@ -768,7 +845,10 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -790,6 +870,9 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('token_id', buf, pos, end)
         n_token_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
@@ -799,7 +882,10 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
@@ -812,6 +898,9 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('hmac', buf, pos, end)
         n_hmac = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_hmac = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1
@@ -832,7 +921,10 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    if cython.compiled:
+        obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    else:
+        obj = _new(CreateDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
@@ -943,7 +1035,7 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
 
 def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
     """Decode CreateDelegationTokenResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -960,6 +1052,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('principal_type', buf, pos, end)
         n_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
@@ -969,7 +1064,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -982,6 +1080,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('principal_name', buf, pos, end)
         n_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
@@ -991,7 +1092,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -1004,6 +1108,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('token_requester_principal_type', buf, pos, end)
         n_token_requester_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_requester_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_requester_principal_type, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_type')
         n_token_requester_principal_type -= 1
@@ -1013,7 +1120,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             if f_token_requester_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
         else:
-            f_token_requester_principal_type = _w.utf8(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
+            try:
+                f_token_requester_principal_type = buf[pos:pos + n_token_requester_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_requester_principal_type', pos, exc) from None
         pos += n_token_requester_principal_type
     else:
         raise _w.bad_sized('token_requester_principal_type', pos, n_token_requester_principal_type, end, 1, False)
@@ -1026,6 +1136,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('token_requester_principal_name', buf, pos, end)
         n_token_requester_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_requester_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_requester_principal_name, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_name')
         n_token_requester_principal_name -= 1
@@ -1035,7 +1148,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             if f_token_requester_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
         else:
-            f_token_requester_principal_name = _w.utf8(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
+            try:
+                f_token_requester_principal_name = buf[pos:pos + n_token_requester_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_requester_principal_name', pos, exc) from None
         pos += n_token_requester_principal_name
     else:
         raise _w.bad_sized('token_requester_principal_name', pos, n_token_requester_principal_name, end, 1, False)
@@ -1057,6 +1173,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('token_id', buf, pos, end)
         n_token_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
@@ -1066,7 +1185,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
@@ -1079,6 +1201,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('hmac', buf, pos, end)
         n_hmac = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_hmac = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1
@@ -1099,7 +1224,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    if cython.compiled:
+        obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    else:
+        obj = _new(CreateDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name

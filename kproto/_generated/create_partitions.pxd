@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,33 +30,33 @@ cdef class CreatePartitionsResponse_CreatePartitionsTopicResult(Struct):
 cdef class CreatePartitionsResponse(Message):
     cdef public object throttle_time_ms, results, unknown_tagged_fields
 
-@_cy.locals(obj=CreatePartitionsRequest)
+@_cy.locals(obj=CreatePartitionsRequest, pos=Py_ssize_t)
 cpdef _dec_CreatePartitionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreatePartitionsRequest_v0(CreatePartitionsRequest obj, bytearray out)
-@_cy.locals(obj=CreatePartitionsRequest)
+@_cy.locals(obj=CreatePartitionsRequest, pos=Py_ssize_t)
 cpdef _dec_CreatePartitionsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreatePartitionsRequest_v2(CreatePartitionsRequest obj, bytearray out)
-@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsTopic)
+@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsTopic, pos=Py_ssize_t)
 cdef _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreatePartitionsRequest_CreatePartitionsTopic_v0(CreatePartitionsRequest_CreatePartitionsTopic obj, bytearray out)
-@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsTopic)
+@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsTopic, pos=Py_ssize_t)
 cdef _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(CreatePartitionsRequest_CreatePartitionsTopic obj, bytearray out)
-@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsAssignment)
+@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsAssignment, pos=Py_ssize_t)
 cdef _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v0(CreatePartitionsRequest_CreatePartitionsAssignment obj, bytearray out)
-@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsAssignment)
+@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsAssignment, pos=Py_ssize_t)
 cdef _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v2(CreatePartitionsRequest_CreatePartitionsAssignment obj, bytearray out)
-@_cy.locals(obj=CreatePartitionsResponse)
+@_cy.locals(obj=CreatePartitionsResponse, pos=Py_ssize_t)
 cpdef _dec_CreatePartitionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreatePartitionsResponse_v0(CreatePartitionsResponse obj, bytearray out)
-@_cy.locals(obj=CreatePartitionsResponse)
+@_cy.locals(obj=CreatePartitionsResponse, pos=Py_ssize_t)
 cpdef _dec_CreatePartitionsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_CreatePartitionsResponse_v2(CreatePartitionsResponse obj, bytearray out)
-@_cy.locals(obj=CreatePartitionsResponse_CreatePartitionsTopicResult)
+@_cy.locals(obj=CreatePartitionsResponse_CreatePartitionsTopicResult, pos=Py_ssize_t)
 cdef _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(CreatePartitionsResponse_CreatePartitionsTopicResult obj, bytearray out)
-@_cy.locals(obj=CreatePartitionsResponse_CreatePartitionsTopicResult)
+@_cy.locals(obj=CreatePartitionsResponse_CreatePartitionsTopicResult, pos=Py_ssize_t)
 cdef _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(CreatePartitionsResponse_CreatePartitionsTopicResult obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -64,9 +61,15 @@ _RUN_timeout_ms__validate_only = (('timeout_ms', 0, 4), ('validate_only', 4, 1))
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_CreatePartitionsRequest_v0(buf, cur, end):
     """Decode CreatePartitionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -77,14 +80,15 @@ def _dec_CreatePartitionsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 10:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 10, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -96,7 +100,10 @@ def _dec_CreatePartitionsRequest_v0(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
-    obj = CreatePartitionsRequest.__new__(CreatePartitionsRequest)
+    if cython.compiled:
+        obj = CreatePartitionsRequest.__new__(CreatePartitionsRequest)
+    else:
+        obj = _new(CreatePartitionsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.validate_only = b_validate_only
@@ -131,7 +138,7 @@ def _enc_CreatePartitionsRequest_v0(obj, out):
 
 def _dec_CreatePartitionsRequest_v2(buf, cur, end):
     """Decode CreatePartitionsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -141,20 +148,24 @@ def _dec_CreatePartitionsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 7:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 7, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -171,7 +182,10 @@ def _dec_CreatePartitionsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreatePartitionsRequest.__new__(CreatePartitionsRequest)
+    if cython.compiled:
+        obj = CreatePartitionsRequest.__new__(CreatePartitionsRequest)
+    else:
+        obj = _new(CreatePartitionsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.validate_only = b_validate_only
@@ -211,7 +225,7 @@ def _enc_CreatePartitionsRequest_v2(obj, out):
 
 def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
     """Decode CreatePartitionsRequest.CreatePartitionsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -225,7 +239,10 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -243,15 +260,19 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 4, 4)
     else:
         f_assignments = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_assignments):
-                f_assignments.append(_dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("assignments[%d]" % i)
-        pos = cur.pos
-    obj = CreatePartitionsRequest_CreatePartitionsTopic.__new__(CreatePartitionsRequest_CreatePartitionsTopic)
+        if cython.compiled or n_assignments:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_assignments):
+                    f_assignments.append(_dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("assignments[%d]" % i)
+            pos = cur.pos
+    if cython.compiled:
+        obj = CreatePartitionsRequest_CreatePartitionsTopic.__new__(CreatePartitionsRequest_CreatePartitionsTopic)
+    else:
+        obj = _new(CreatePartitionsRequest_CreatePartitionsTopic)
     obj.name = f_name
     obj.count = f_count
     obj.assignments = f_assignments
@@ -297,7 +318,7 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v0(obj, out):
 
 def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
     """Decode CreatePartitionsRequest.CreatePartitionsTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -307,6 +328,9 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -316,7 +340,10 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -336,6 +363,9 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
             raise _w.bad_uvarint('assignments', buf, pos, end)
         n_assignments = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignments = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignments, pos = _w.read_uvarint(buf, pos, end, 'assignments')
         n_assignments -= 1
@@ -345,20 +375,24 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 2, 1)
     else:
         f_assignments = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_assignments):
-                f_assignments.append(_dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("assignments[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_assignments:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_assignments):
+                    f_assignments.append(_dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("assignments[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreatePartitionsRequest_CreatePartitionsTopic.__new__(CreatePartitionsRequest_CreatePartitionsTopic)
+    if cython.compiled:
+        obj = CreatePartitionsRequest_CreatePartitionsTopic.__new__(CreatePartitionsRequest_CreatePartitionsTopic)
+    else:
+        obj = _new(CreatePartitionsRequest_CreatePartitionsTopic)
     obj.name = f_name
     obj.count = f_count
     obj.assignments = f_assignments
@@ -414,7 +448,7 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(obj, out):
 
 def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf, cur, end):
     """Decode CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_ids, pos, end)
     if cython.compiled:
@@ -426,10 +460,15 @@ def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf, cur, end):
         raise _w.bad_count('broker_ids', pos - 4, n_broker_ids, end, 4, 4)
     if cython.compiled:
         f_broker_ids = [_read_i(buf, pos + 4 * i) for i in range(n_broker_ids)]
+    elif n_broker_ids < _w.SMALL_ARRAY_MAX:
+        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
     else:
         f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
     pos += n_broker_ids * 4
-    obj = CreatePartitionsRequest_CreatePartitionsAssignment.__new__(CreatePartitionsRequest_CreatePartitionsAssignment)
+    if cython.compiled:
+        obj = CreatePartitionsRequest_CreatePartitionsAssignment.__new__(CreatePartitionsRequest_CreatePartitionsAssignment)
+    else:
+        obj = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
     obj.broker_ids = f_broker_ids
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -460,7 +499,7 @@ def _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v0(obj, out):
 
 def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end):
     """Decode CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_broker_ids = buf[pos] - 1
         pos += 1
@@ -470,6 +509,9 @@ def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end):
             raise _w.bad_uvarint('broker_ids', buf, pos, end)
         n_broker_ids = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_broker_ids = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_broker_ids, pos = _w.read_uvarint(buf, pos, end, 'broker_ids')
         n_broker_ids -= 1
@@ -477,6 +519,8 @@ def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end):
         raise _w.bad_count('broker_ids', pos - 1, n_broker_ids, end, 4, 1)
     if cython.compiled:
         f_broker_ids = [_read_i(buf, pos + 4 * i) for i in range(n_broker_ids)]
+    elif n_broker_ids < _w.SMALL_ARRAY_MAX:
+        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
     else:
         f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
     pos += n_broker_ids * 4
@@ -485,7 +529,10 @@ def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreatePartitionsRequest_CreatePartitionsAssignment.__new__(CreatePartitionsRequest_CreatePartitionsAssignment)
+    if cython.compiled:
+        obj = CreatePartitionsRequest_CreatePartitionsAssignment.__new__(CreatePartitionsRequest_CreatePartitionsAssignment)
+    else:
+        obj = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
     obj.broker_ids = f_broker_ids
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -521,7 +568,7 @@ def _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v2(obj, out):
 
 def _dec_CreatePartitionsResponse_v0(buf, cur, end):
     """Decode CreatePartitionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -533,15 +580,19 @@ def _dec_CreatePartitionsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 6:
         raise _w.bad_count('results', pos - 4, n_results, end, 6, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
-    obj = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
+    else:
+        obj = _new(CreatePartitionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -570,7 +621,7 @@ def _enc_CreatePartitionsResponse_v0(obj, out):
 
 def _dec_CreatePartitionsResponse_v2(buf, cur, end):
     """Decode CreatePartitionsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -587,26 +638,33 @@ def _dec_CreatePartitionsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
+    if cython.compiled:
+        obj = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
+    else:
+        obj = _new(CreatePartitionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -644,7 +702,7 @@ def _enc_CreatePartitionsResponse_v2(obj, out):
 
 def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
     """Decode CreatePartitionsResponse.CreatePartitionsTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -658,7 +716,10 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -676,13 +737,19 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
-    obj = CreatePartitionsResponse_CreatePartitionsTopicResult.__new__(CreatePartitionsResponse_CreatePartitionsTopicResult)
+    if cython.compiled:
+        obj = CreatePartitionsResponse_CreatePartitionsTopicResult.__new__(CreatePartitionsResponse_CreatePartitionsTopicResult)
+    else:
+        obj = _new(CreatePartitionsResponse_CreatePartitionsTopicResult)
     obj.name = f_name
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -730,7 +797,7 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(obj, out):
 
 def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
     """Decode CreatePartitionsResponse.CreatePartitionsTopicResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -740,6 +807,9 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -749,7 +819,10 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -769,6 +842,9 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -778,7 +854,10 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -789,7 +868,10 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreatePartitionsResponse_CreatePartitionsTopicResult.__new__(CreatePartitionsResponse_CreatePartitionsTopicResult)
+    if cython.compiled:
+        obj = CreatePartitionsResponse_CreatePartitionsTopicResult.__new__(CreatePartitionsResponse_CreatePartitionsTopicResult)
+    else:
+        obj = _new(CreatePartitionsResponse_CreatePartitionsTopicResult)
     obj.name = f_name
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -74,9 +71,15 @@ _RUN_topics = (('topics', 0, 4),)
 _RUN_value = (('value', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_CreateTopicsRequest_v0(buf, cur, end):
     """Decode CreateTopicsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -87,14 +90,15 @@ def _dec_CreateTopicsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 16:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 16, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -102,7 +106,10 @@ def _dec_CreateTopicsRequest_v0(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    if cython.compiled:
+        obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    else:
+        obj = _new(CreateTopicsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.validate_only = False
@@ -138,7 +145,7 @@ def _enc_CreateTopicsRequest_v0(obj, out):
 
 def _dec_CreateTopicsRequest_v1(buf, cur, end):
     """Decode CreateTopicsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -149,14 +156,15 @@ def _dec_CreateTopicsRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 16:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 16, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -168,7 +176,10 @@ def _dec_CreateTopicsRequest_v1(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
-    obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    if cython.compiled:
+        obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    else:
+        obj = _new(CreateTopicsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.validate_only = b_validate_only
@@ -203,7 +214,7 @@ def _enc_CreateTopicsRequest_v1(obj, out):
 
 def _dec_CreateTopicsRequest_v5(buf, cur, end):
     """Decode CreateTopicsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -213,20 +224,24 @@ def _dec_CreateTopicsRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 10:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 10, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -243,7 +258,10 @@ def _dec_CreateTopicsRequest_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    if cython.compiled:
+        obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    else:
+        obj = _new(CreateTopicsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.validate_only = b_validate_only
@@ -283,7 +301,7 @@ def _enc_CreateTopicsRequest_v5(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -297,7 +315,10 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -313,14 +334,15 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 8:
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 8, 4)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_configs, pos, end)
     if cython.compiled:
@@ -331,15 +353,19 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 4:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 4, 4)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
-    obj = CreateTopicsRequest_CreatableTopic.__new__(CreateTopicsRequest_CreatableTopic)
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableTopic.__new__(CreateTopicsRequest_CreatableTopic)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableTopic)
     obj.name = f_name
     obj.num_partitions = f_num_partitions
     obj.replication_factor = f_replication_factor
@@ -399,7 +425,7 @@ def _enc_CreateTopicsRequest_CreatableTopic_v0(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -409,6 +435,9 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -418,7 +447,10 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -439,20 +471,24 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
             raise _w.bad_uvarint('assignments', buf, pos, end)
         n_assignments = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignments = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignments, pos = _w.read_uvarint(buf, pos, end, 'assignments')
         n_assignments -= 1
     if n_assignments < 0 or n_assignments > (end - pos) // 6:
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 6, 1)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_configs = buf[pos] - 1
         pos += 1
@@ -462,26 +498,33 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
             raise _w.bad_uvarint('configs', buf, pos, end)
         n_configs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_configs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_configs, pos = _w.read_uvarint(buf, pos, end, 'configs')
         n_configs -= 1
     if n_configs < 0 or n_configs > (end - pos) // 3:
         raise _w.bad_count('configs', pos - 1, n_configs, end, 3, 1)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsRequest_CreatableTopic.__new__(CreateTopicsRequest_CreatableTopic)
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableTopic.__new__(CreateTopicsRequest_CreatableTopic)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableTopic)
     obj.name = f_name
     obj.num_partitions = f_num_partitions
     obj.replication_factor = f_replication_factor
@@ -552,7 +595,7 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__broker_ids, pos, end)
     if cython.compiled:
@@ -565,10 +608,15 @@ def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end):
         raise _w.bad_count('broker_ids', pos - 4, n_broker_ids, end, 4, 4)
     if cython.compiled:
         f_broker_ids = [_read_i(buf, pos + 4 * i) for i in range(n_broker_ids)]
+    elif n_broker_ids < _w.SMALL_ARRAY_MAX:
+        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
     else:
         f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
     pos += n_broker_ids * 4
-    obj = CreateTopicsRequest_CreatableReplicaAssignment.__new__(CreateTopicsRequest_CreatableReplicaAssignment)
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableReplicaAssignment.__new__(CreateTopicsRequest_CreatableReplicaAssignment)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableReplicaAssignment)
     obj.partition_index = f_partition_index
     obj.broker_ids = f_broker_ids
     obj.unknown_tagged_fields = []
@@ -601,7 +649,7 @@ def _enc_CreateTopicsRequest_CreatableReplicaAssignment_v0(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -618,6 +666,9 @@ def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end):
             raise _w.bad_uvarint('broker_ids', buf, pos, end)
         n_broker_ids = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_broker_ids = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_broker_ids, pos = _w.read_uvarint(buf, pos, end, 'broker_ids')
         n_broker_ids -= 1
@@ -625,6 +676,8 @@ def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end):
         raise _w.bad_count('broker_ids', pos - 1, n_broker_ids, end, 4, 1)
     if cython.compiled:
         f_broker_ids = [_read_i(buf, pos + 4 * i) for i in range(n_broker_ids)]
+    elif n_broker_ids < _w.SMALL_ARRAY_MAX:
+        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
     else:
         f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
     pos += n_broker_ids * 4
@@ -633,7 +686,10 @@ def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsRequest_CreatableReplicaAssignment.__new__(CreateTopicsRequest_CreatableReplicaAssignment)
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableReplicaAssignment.__new__(CreateTopicsRequest_CreatableReplicaAssignment)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableReplicaAssignment)
     obj.partition_index = f_partition_index
     obj.broker_ids = f_broker_ids
     obj.unknown_tagged_fields = unknown
@@ -675,7 +731,7 @@ def _enc_CreateTopicsRequest_CreatableReplicaAssignment_v5(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableTopicConfig (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -689,7 +745,10 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -706,13 +765,19 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
         raise _w.bad_sized('value', pos, n_value, end, 2, True)
-    obj = CreateTopicsRequest_CreatableTopicConfig.__new__(CreateTopicsRequest_CreatableTopicConfig)
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableTopicConfig.__new__(CreateTopicsRequest_CreatableTopicConfig)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableTopicConfig)
     obj.name = f_name
     obj.value = f_value
     obj.unknown_tagged_fields = []
@@ -758,7 +823,7 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableTopicConfig (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -768,6 +833,9 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -777,7 +845,10 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -790,6 +861,9 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
@@ -799,7 +873,10 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -810,7 +887,10 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsRequest_CreatableTopicConfig.__new__(CreateTopicsRequest_CreatableTopicConfig)
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableTopicConfig.__new__(CreateTopicsRequest_CreatableTopicConfig)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableTopicConfig)
     obj.name = f_name
     obj.value = f_value
     obj.unknown_tagged_fields = unknown
@@ -862,7 +942,7 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
 
 def _dec_CreateTopicsResponse_v0(buf, cur, end):
     """Decode CreateTopicsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -873,15 +953,19 @@ def _dec_CreateTopicsResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 4:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 4, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    else:
+        obj = _new(CreateTopicsResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -909,7 +993,7 @@ def _enc_CreateTopicsResponse_v0(obj, out):
 
 def _dec_CreateTopicsResponse_v1(buf, cur, end):
     """Decode CreateTopicsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -920,15 +1004,19 @@ def _dec_CreateTopicsResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    else:
+        obj = _new(CreateTopicsResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -956,7 +1044,7 @@ def _enc_CreateTopicsResponse_v1(obj, out):
 
 def _dec_CreateTopicsResponse_v2(buf, cur, end):
     """Decode CreateTopicsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -968,15 +1056,19 @@ def _dec_CreateTopicsResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    else:
+        obj = _new(CreateTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1005,7 +1097,7 @@ def _enc_CreateTopicsResponse_v2(obj, out):
 
 def _dec_CreateTopicsResponse_v5(buf, cur, end):
     """Decode CreateTopicsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1022,26 +1114,33 @@ def _dec_CreateTopicsResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 12:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 12, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    if cython.compiled:
+        obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    else:
+        obj = _new(CreateTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -1079,7 +1178,7 @@ def _enc_CreateTopicsResponse_v5(obj, out):
 
 def _dec_CreateTopicsResponse_v7(buf, cur, end):
     """Decode CreateTopicsResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1096,26 +1195,33 @@ def _dec_CreateTopicsResponse_v7(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 28:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 28, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    if cython.compiled:
+        obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    else:
+        obj = _new(CreateTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -1153,7 +1259,7 @@ def _enc_CreateTopicsResponse_v7(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1167,7 +1273,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1178,7 +1287,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    if cython.compiled:
+        obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    else:
+        obj = _new(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -1220,7 +1332,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v0(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1234,7 +1346,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1252,13 +1367,19 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
-    obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    if cython.compiled:
+        obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    else:
+        obj = _new(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -1311,7 +1432,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1321,6 +1442,9 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1330,7 +1454,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1350,6 +1477,9 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1359,7 +1489,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1382,6 +1515,9 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
             raise _w.bad_uvarint('configs', buf, pos, end)
         n_configs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_configs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_configs, pos = _w.read_uvarint(buf, pos, end, 'configs')
         n_configs -= 1
@@ -1391,14 +1527,15 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
         raise _w.bad_count('configs', pos - 1, n_configs, end, 6, 1)
     else:
         f_configs = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_configs):
-                f_configs.append(_dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("configs[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_configs:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_configs):
+                    f_configs.append(_dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("configs[%d]" % i)
+            pos = cur.pos
     f_topic_config_error_code = 0
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1417,7 +1554,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('topic_config_error_code', 0, pos, t_end)
         pos = after
-    obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    if cython.compiled:
+        obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    else:
+        obj = _new(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -1509,7 +1649,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1519,6 +1659,9 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1528,7 +1671,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1552,6 +1698,9 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1561,7 +1710,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1584,6 +1736,9 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
             raise _w.bad_uvarint('configs', buf, pos, end)
         n_configs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_configs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_configs, pos = _w.read_uvarint(buf, pos, end, 'configs')
         n_configs -= 1
@@ -1593,14 +1748,15 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
         raise _w.bad_count('configs', pos - 1, n_configs, end, 6, 1)
     else:
         f_configs = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_configs):
-                f_configs.append(_dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("configs[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_configs:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_configs):
+                    f_configs.append(_dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("configs[%d]" % i)
+            pos = cur.pos
     f_topic_config_error_code = 0
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1619,7 +1775,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('topic_config_error_code', 0, pos, t_end)
         pos = after
-    obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    if cython.compiled:
+        obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    else:
+        obj = _new(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
     obj.topic_id = f_topic_id
     obj.error_code = f_error_code
@@ -1712,7 +1871,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1722,6 +1881,9 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1731,7 +1893,10 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1744,6 +1909,9 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
@@ -1753,7 +1921,10 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1779,7 +1950,10 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsResponse_CreatableTopicConfigs.__new__(CreateTopicsResponse_CreatableTopicConfigs)
+    if cython.compiled:
+        obj = CreateTopicsResponse_CreatableTopicConfigs.__new__(CreateTopicsResponse_CreatableTopicConfigs)
+    else:
+        obj = _new(CreateTopicsResponse_CreatableTopicConfigs)
     obj.name = f_name
     obj.value = f_value
     obj.read_only = b_read_only

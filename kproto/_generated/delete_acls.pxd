@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,48 +30,48 @@ cdef class DeleteAclsResponse_DeleteAclsFilterResult(Struct):
 cdef class DeleteAclsResponse(Message):
     cdef public object throttle_time_ms, filter_results, unknown_tagged_fields
 
-@_cy.locals(obj=DeleteAclsRequest)
+@_cy.locals(obj=DeleteAclsRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteAclsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteAclsRequest_v0(DeleteAclsRequest obj, bytearray out)
-@_cy.locals(obj=DeleteAclsRequest)
+@_cy.locals(obj=DeleteAclsRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteAclsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteAclsRequest_v1(DeleteAclsRequest obj, bytearray out)
-@_cy.locals(obj=DeleteAclsRequest)
+@_cy.locals(obj=DeleteAclsRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteAclsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteAclsRequest_v2(DeleteAclsRequest obj, bytearray out)
-@_cy.locals(obj=DeleteAclsRequest_DeleteAclsFilter)
+@_cy.locals(obj=DeleteAclsRequest_DeleteAclsFilter, pos=Py_ssize_t)
 cdef _dec_DeleteAclsRequest_DeleteAclsFilter_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteAclsRequest_DeleteAclsFilter_v0(DeleteAclsRequest_DeleteAclsFilter obj, bytearray out)
-@_cy.locals(obj=DeleteAclsRequest_DeleteAclsFilter)
+@_cy.locals(obj=DeleteAclsRequest_DeleteAclsFilter, pos=Py_ssize_t)
 cdef _dec_DeleteAclsRequest_DeleteAclsFilter_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteAclsRequest_DeleteAclsFilter_v1(DeleteAclsRequest_DeleteAclsFilter obj, bytearray out)
-@_cy.locals(obj=DeleteAclsRequest_DeleteAclsFilter)
+@_cy.locals(obj=DeleteAclsRequest_DeleteAclsFilter, pos=Py_ssize_t)
 cdef _dec_DeleteAclsRequest_DeleteAclsFilter_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteAclsRequest_DeleteAclsFilter_v2(DeleteAclsRequest_DeleteAclsFilter obj, bytearray out)
-@_cy.locals(obj=DeleteAclsResponse)
+@_cy.locals(obj=DeleteAclsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteAclsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteAclsResponse_v0(DeleteAclsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteAclsResponse)
+@_cy.locals(obj=DeleteAclsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteAclsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteAclsResponse_v1(DeleteAclsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteAclsResponse)
+@_cy.locals(obj=DeleteAclsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteAclsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteAclsResponse_v2(DeleteAclsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteAclsResponse_DeleteAclsFilterResult)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsFilterResult, pos=Py_ssize_t)
 cdef _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(DeleteAclsResponse_DeleteAclsFilterResult obj, bytearray out)
-@_cy.locals(obj=DeleteAclsResponse_DeleteAclsFilterResult)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsFilterResult, pos=Py_ssize_t)
 cdef _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(DeleteAclsResponse_DeleteAclsFilterResult obj, bytearray out)
-@_cy.locals(obj=DeleteAclsResponse_DeleteAclsFilterResult)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsFilterResult, pos=Py_ssize_t)
 cdef _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(DeleteAclsResponse_DeleteAclsFilterResult obj, bytearray out)
-@_cy.locals(obj=DeleteAclsResponse_DeleteAclsMatchingAcl)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsMatchingAcl, pos=Py_ssize_t)
 cdef _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(DeleteAclsResponse_DeleteAclsMatchingAcl obj, bytearray out)
-@_cy.locals(obj=DeleteAclsResponse_DeleteAclsMatchingAcl)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsMatchingAcl, pos=Py_ssize_t)
 cdef _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(DeleteAclsResponse_DeleteAclsMatchingAcl obj, bytearray out)
-@_cy.locals(obj=DeleteAclsResponse_DeleteAclsMatchingAcl)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsMatchingAcl, pos=Py_ssize_t)
 cdef _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(DeleteAclsResponse_DeleteAclsMatchingAcl obj, bytearray out)

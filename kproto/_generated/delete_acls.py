@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -74,9 +71,14 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_throttle_time_ms__filter_results = (('throttle_time_ms', 0, 4), ('filter_results', 4, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DeleteAclsRequest_v0(buf, cur, end):
     """Decode DeleteAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_filters, pos, end)
     if cython.compiled:
@@ -87,15 +89,19 @@ def _dec_DeleteAclsRequest_v0(buf, cur, end):
     if n_filters < 0 or n_filters > (end - pos) // 9:
         raise _w.bad_count('filters', pos - 4, n_filters, end, 9, 4)
     f_filters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filters):
-            f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filters[%d]" % i)
-    pos = cur.pos
-    obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    if cython.compiled or n_filters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filters):
+                f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filters[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    else:
+        obj = _new(DeleteAclsRequest)
     obj.filters = f_filters
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -122,7 +128,7 @@ def _enc_DeleteAclsRequest_v0(obj, out):
 
 def _dec_DeleteAclsRequest_v1(buf, cur, end):
     """Decode DeleteAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_filters, pos, end)
     if cython.compiled:
@@ -133,15 +139,19 @@ def _dec_DeleteAclsRequest_v1(buf, cur, end):
     if n_filters < 0 or n_filters > (end - pos) // 10:
         raise _w.bad_count('filters', pos - 4, n_filters, end, 10, 4)
     f_filters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filters):
-            f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filters[%d]" % i)
-    pos = cur.pos
-    obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    if cython.compiled or n_filters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filters):
+                f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filters[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    else:
+        obj = _new(DeleteAclsRequest)
     obj.filters = f_filters
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -168,7 +178,7 @@ def _enc_DeleteAclsRequest_v1(obj, out):
 
 def _dec_DeleteAclsRequest_v2(buf, cur, end):
     """Decode DeleteAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_filters = buf[pos] - 1
         pos += 1
@@ -178,26 +188,33 @@ def _dec_DeleteAclsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('filters', buf, pos, end)
         n_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_filters, pos = _w.read_uvarint(buf, pos, end, 'filters')
         n_filters -= 1
     if n_filters < 0 or n_filters > (end - pos) // 8:
         raise _w.bad_count('filters', pos - 1, n_filters, end, 8, 1)
     f_filters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filters):
-            f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filters[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_filters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filters):
+                f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filters[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    if cython.compiled:
+        obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    else:
+        obj = _new(DeleteAclsRequest)
     obj.filters = f_filters
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -229,7 +246,7 @@ def _enc_DeleteAclsRequest_v2(obj, out):
 
 def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
     """Decode DeleteAclsRequest.DeleteAclsFilter (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -244,7 +261,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -263,7 +283,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -282,7 +305,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -296,7 +322,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    if cython.compiled:
+        obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    else:
+        obj = _new(DeleteAclsRequest_DeleteAclsFilter)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = 3
@@ -371,7 +400,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
 
 def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
     """Decode DeleteAclsRequest.DeleteAclsFilter (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -386,7 +415,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -406,7 +438,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -425,7 +460,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -439,7 +477,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    if cython.compiled:
+        obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    else:
+        obj = _new(DeleteAclsRequest_DeleteAclsFilter)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = f_pattern_type_filter
@@ -513,7 +554,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
 
 def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
     """Decode DeleteAclsRequest.DeleteAclsFilter (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type_filter, pos, end)
     if cython.compiled:
@@ -530,6 +571,9 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             raise _w.bad_uvarint('resource_name_filter', buf, pos, end)
         n_resource_name_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name_filter, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
         n_resource_name_filter -= 1
@@ -539,7 +583,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -561,6 +608,9 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             raise _w.bad_uvarint('principal_filter', buf, pos, end)
         n_principal_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_filter, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
         n_principal_filter -= 1
@@ -570,7 +620,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -585,6 +638,9 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             raise _w.bad_uvarint('host_filter', buf, pos, end)
         n_host_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host_filter, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
         n_host_filter -= 1
@@ -594,7 +650,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -613,7 +672,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    if cython.compiled:
+        obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    else:
+        obj = _new(DeleteAclsRequest_DeleteAclsFilter)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = f_pattern_type_filter
@@ -702,7 +764,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
 
 def _dec_DeleteAclsResponse_v0(buf, cur, end):
     """Decode DeleteAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__filter_results, pos, end)
     if cython.compiled:
@@ -714,15 +776,19 @@ def _dec_DeleteAclsResponse_v0(buf, cur, end):
     if n_filter_results < 0 or n_filter_results > (end - pos) // 8:
         raise _w.bad_count('filter_results', pos - 4, n_filter_results, end, 8, 4)
     f_filter_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filter_results):
-            f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filter_results[%d]" % i)
-    pos = cur.pos
-    obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    if cython.compiled or n_filter_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filter_results):
+                f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filter_results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    else:
+        obj = _new(DeleteAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.filter_results = f_filter_results
     obj.unknown_tagged_fields = []
@@ -751,7 +817,7 @@ def _enc_DeleteAclsResponse_v0(obj, out):
 
 def _dec_DeleteAclsResponse_v1(buf, cur, end):
     """Decode DeleteAclsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__filter_results, pos, end)
     if cython.compiled:
@@ -763,15 +829,19 @@ def _dec_DeleteAclsResponse_v1(buf, cur, end):
     if n_filter_results < 0 or n_filter_results > (end - pos) // 8:
         raise _w.bad_count('filter_results', pos - 4, n_filter_results, end, 8, 4)
     f_filter_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filter_results):
-            f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filter_results[%d]" % i)
-    pos = cur.pos
-    obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    if cython.compiled or n_filter_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filter_results):
+                f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filter_results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    else:
+        obj = _new(DeleteAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.filter_results = f_filter_results
     obj.unknown_tagged_fields = []
@@ -800,7 +870,7 @@ def _enc_DeleteAclsResponse_v1(obj, out):
 
 def _dec_DeleteAclsResponse_v2(buf, cur, end):
     """Decode DeleteAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -817,26 +887,33 @@ def _dec_DeleteAclsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('filter_results', buf, pos, end)
         n_filter_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_filter_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_filter_results, pos = _w.read_uvarint(buf, pos, end, 'filter_results')
         n_filter_results -= 1
     if n_filter_results < 0 or n_filter_results > (end - pos) // 5:
         raise _w.bad_count('filter_results', pos - 1, n_filter_results, end, 5, 1)
     f_filter_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filter_results):
-            f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filter_results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_filter_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filter_results):
+                f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filter_results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    if cython.compiled:
+        obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    else:
+        obj = _new(DeleteAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.filter_results = f_filter_results
     obj.unknown_tagged_fields = unknown
@@ -874,7 +951,7 @@ def _enc_DeleteAclsResponse_v2(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -889,7 +966,10 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -905,15 +985,19 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
     if n_matching_acls < 0 or n_matching_acls > (end - pos) // 13:
         raise _w.bad_count('matching_acls', pos - 4, n_matching_acls, end, 13, 4)
     f_matching_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_matching_acls):
-            f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("matching_acls[%d]" % i)
-    pos = cur.pos
-    obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    if cython.compiled or n_matching_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_matching_acls):
+                f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("matching_acls[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsFilterResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.matching_acls = f_matching_acls
@@ -958,7 +1042,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -973,7 +1057,10 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -989,15 +1076,19 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
     if n_matching_acls < 0 or n_matching_acls > (end - pos) // 14:
         raise _w.bad_count('matching_acls', pos - 4, n_matching_acls, end, 14, 4)
     f_matching_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_matching_acls):
-            f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("matching_acls[%d]" % i)
-    pos = cur.pos
-    obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    if cython.compiled or n_matching_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_matching_acls):
+                f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("matching_acls[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsFilterResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.matching_acls = f_matching_acls
@@ -1042,7 +1133,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1059,6 +1150,9 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1068,7 +1162,10 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1083,26 +1180,33 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
             raise _w.bad_uvarint('matching_acls', buf, pos, end)
         n_matching_acls = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_matching_acls = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_matching_acls, pos = _w.read_uvarint(buf, pos, end, 'matching_acls')
         n_matching_acls -= 1
     if n_matching_acls < 0 or n_matching_acls > (end - pos) // 11:
         raise _w.bad_count('matching_acls', pos - 1, n_matching_acls, end, 11, 1)
     f_matching_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_matching_acls):
-            f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("matching_acls[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_matching_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_matching_acls):
+                f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("matching_acls[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsFilterResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.matching_acls = f_matching_acls
@@ -1157,7 +1261,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1172,7 +1276,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1192,7 +1299,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -1209,7 +1319,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -1226,7 +1339,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -1238,7 +1354,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -1331,7 +1450,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1346,7 +1465,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1366,7 +1488,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -1384,7 +1509,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -1401,7 +1529,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -1413,7 +1544,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -1505,7 +1639,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1522,6 +1656,9 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1531,7 +1668,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1553,6 +1693,9 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -1562,7 +1705,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -1582,6 +1728,9 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             raise _w.bad_uvarint('principal', buf, pos, end)
         n_principal = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal, pos = _w.read_uvarint(buf, pos, end, 'principal')
         n_principal -= 1
@@ -1591,7 +1740,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
@@ -1604,6 +1756,9 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1613,7 +1768,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1630,7 +1788,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -23,21 +24,21 @@ cdef class DeleteGroupsResponse_DeletableGroupResult(Struct):
 cdef class DeleteGroupsResponse(Message):
     cdef public object throttle_time_ms, results, unknown_tagged_fields
 
-@_cy.locals(obj=DeleteGroupsRequest)
+@_cy.locals(obj=DeleteGroupsRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteGroupsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteGroupsRequest_v0(DeleteGroupsRequest obj, bytearray out)
-@_cy.locals(obj=DeleteGroupsRequest)
+@_cy.locals(obj=DeleteGroupsRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteGroupsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteGroupsRequest_v2(DeleteGroupsRequest obj, bytearray out)
-@_cy.locals(obj=DeleteGroupsResponse)
+@_cy.locals(obj=DeleteGroupsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteGroupsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteGroupsResponse_v0(DeleteGroupsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteGroupsResponse)
+@_cy.locals(obj=DeleteGroupsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteGroupsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteGroupsResponse_v2(DeleteGroupsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteGroupsResponse_DeletableGroupResult)
+@_cy.locals(obj=DeleteGroupsResponse_DeletableGroupResult, pos=Py_ssize_t)
 cdef _dec_DeleteGroupsResponse_DeletableGroupResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteGroupsResponse_DeletableGroupResult_v0(DeleteGroupsResponse_DeletableGroupResult obj, bytearray out)
-@_cy.locals(obj=DeleteGroupsResponse_DeletableGroupResult)
+@_cy.locals(obj=DeleteGroupsResponse_DeletableGroupResult, pos=Py_ssize_t)
 cdef _dec_DeleteGroupsResponse_DeletableGroupResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteGroupsResponse_DeletableGroupResult_v2(DeleteGroupsResponse_DeletableGroupResult obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,9 +53,14 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_throttle_time_ms__results = (('throttle_time_ms', 0, 4), ('results', 4, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DeleteGroupsRequest_v0(buf, cur, end):
     """Decode DeleteGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_groups_names, pos, end)
     if cython.compiled:
@@ -81,10 +83,16 @@ def _dec_DeleteGroupsRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "groups_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "groups_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("groups_names[%d]" % i, pos, exc) from None
         f_groups_names.append(s)
         pos += m
-    obj = DeleteGroupsRequest.__new__(DeleteGroupsRequest)
+    if cython.compiled:
+        obj = DeleteGroupsRequest.__new__(DeleteGroupsRequest)
+    else:
+        obj = _new(DeleteGroupsRequest)
     obj.groups_names = f_groups_names
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -116,7 +124,7 @@ def _enc_DeleteGroupsRequest_v0(obj, out):
 
 def _dec_DeleteGroupsRequest_v2(buf, cur, end):
     """Decode DeleteGroupsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups_names = buf[pos] - 1
         pos += 1
@@ -126,6 +134,9 @@ def _dec_DeleteGroupsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('groups_names', buf, pos, end)
         n_groups_names = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups_names, pos = _w.read_uvarint(buf, pos, end, 'groups_names')
         n_groups_names -= 1
@@ -142,6 +153,9 @@ def _dec_DeleteGroupsRequest_v2(buf, cur, end):
                 raise _w.bad_uvarint("groups_names[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "groups_names[%d]" % i)
             m -= 1
@@ -152,7 +166,10 @@ def _dec_DeleteGroupsRequest_v2(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "groups_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "groups_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("groups_names[%d]" % i, pos, exc) from None
         f_groups_names.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -160,7 +177,10 @@ def _dec_DeleteGroupsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteGroupsRequest.__new__(DeleteGroupsRequest)
+    if cython.compiled:
+        obj = DeleteGroupsRequest.__new__(DeleteGroupsRequest)
+    else:
+        obj = _new(DeleteGroupsRequest)
     obj.groups_names = f_groups_names
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -202,7 +222,7 @@ def _enc_DeleteGroupsRequest_v2(obj, out):
 
 def _dec_DeleteGroupsResponse_v0(buf, cur, end):
     """Decode DeleteGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -214,15 +234,19 @@ def _dec_DeleteGroupsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 4:
         raise _w.bad_count('results', pos - 4, n_results, end, 4, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
-    obj = DeleteGroupsResponse.__new__(DeleteGroupsResponse)
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteGroupsResponse.__new__(DeleteGroupsResponse)
+    else:
+        obj = _new(DeleteGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -251,7 +275,7 @@ def _enc_DeleteGroupsResponse_v0(obj, out):
 
 def _dec_DeleteGroupsResponse_v2(buf, cur, end):
     """Decode DeleteGroupsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -268,26 +292,33 @@ def _dec_DeleteGroupsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 4:
         raise _w.bad_count('results', pos - 1, n_results, end, 4, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteGroupsResponse.__new__(DeleteGroupsResponse)
+    if cython.compiled:
+        obj = DeleteGroupsResponse.__new__(DeleteGroupsResponse)
+    else:
+        obj = _new(DeleteGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -325,7 +356,7 @@ def _enc_DeleteGroupsResponse_v2(obj, out):
 
 def _dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end):
     """Decode DeleteGroupsResponse.DeletableGroupResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -339,7 +370,10 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -350,7 +384,10 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = DeleteGroupsResponse_DeletableGroupResult.__new__(DeleteGroupsResponse_DeletableGroupResult)
+    if cython.compiled:
+        obj = DeleteGroupsResponse_DeletableGroupResult.__new__(DeleteGroupsResponse_DeletableGroupResult)
+    else:
+        obj = _new(DeleteGroupsResponse_DeletableGroupResult)
     obj.group_id = f_group_id
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
@@ -386,7 +423,7 @@ def _enc_DeleteGroupsResponse_DeletableGroupResult_v0(obj, out):
 
 def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
     """Decode DeleteGroupsResponse.DeletableGroupResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -396,6 +433,9 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -405,7 +445,10 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -421,7 +464,10 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteGroupsResponse_DeletableGroupResult.__new__(DeleteGroupsResponse_DeletableGroupResult)
+    if cython.compiled:
+        obj = DeleteGroupsResponse_DeletableGroupResult.__new__(DeleteGroupsResponse_DeletableGroupResult)
+    else:
+        obj = _new(DeleteGroupsResponse_DeletableGroupResult)
     obj.group_id = f_group_id
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,39 +33,39 @@ cdef class DeleteRecordsResponse_DeleteRecordsTopicResult(Struct):
 cdef class DeleteRecordsResponse(Message):
     cdef public object throttle_time_ms, topics, unknown_tagged_fields
 
-@_cy.locals(obj=DeleteRecordsRequest)
+@_cy.locals(obj=DeleteRecordsRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteRecordsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteRecordsRequest_v0(DeleteRecordsRequest obj, bytearray out)
-@_cy.locals(obj=DeleteRecordsRequest)
+@_cy.locals(obj=DeleteRecordsRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteRecordsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteRecordsRequest_v2(DeleteRecordsRequest obj, bytearray out)
-@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsTopic)
+@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsTopic, pos=Py_ssize_t)
 cdef _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(DeleteRecordsRequest_DeleteRecordsTopic obj, bytearray out)
-@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsTopic)
+@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsTopic, pos=Py_ssize_t)
 cdef _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(DeleteRecordsRequest_DeleteRecordsTopic obj, bytearray out)
-@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsPartition)
+@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsPartition, pos=Py_ssize_t)
 cdef _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteRecordsRequest_DeleteRecordsPartition_v0(DeleteRecordsRequest_DeleteRecordsPartition obj, bytearray out)
-@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsPartition)
+@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsPartition, pos=Py_ssize_t)
 cdef _dec_DeleteRecordsRequest_DeleteRecordsPartition_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteRecordsRequest_DeleteRecordsPartition_v2(DeleteRecordsRequest_DeleteRecordsPartition obj, bytearray out)
-@_cy.locals(obj=DeleteRecordsResponse)
+@_cy.locals(obj=DeleteRecordsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteRecordsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteRecordsResponse_v0(DeleteRecordsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteRecordsResponse)
+@_cy.locals(obj=DeleteRecordsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteRecordsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteRecordsResponse_v2(DeleteRecordsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsTopicResult)
+@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsTopicResult, pos=Py_ssize_t)
 cdef _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(DeleteRecordsResponse_DeleteRecordsTopicResult obj, bytearray out)
-@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsTopicResult)
+@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsTopicResult, pos=Py_ssize_t)
 cdef _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(DeleteRecordsResponse_DeleteRecordsTopicResult obj, bytearray out)
-@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsPartitionResult)
+@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsPartitionResult, pos=Py_ssize_t)
 cdef _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(DeleteRecordsResponse_DeleteRecordsPartitionResult obj, bytearray out)
-@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsPartitionResult)
+@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsPartitionResult, pos=Py_ssize_t)
 cdef _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(DeleteRecordsResponse_DeleteRecordsPartitionResult obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,9 +58,14 @@ _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DeleteRecordsRequest_v0(buf, cur, end):
     """Decode DeleteRecordsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -74,14 +76,15 @@ def _dec_DeleteRecordsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -89,7 +92,10 @@ def _dec_DeleteRecordsRequest_v0(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = DeleteRecordsRequest.__new__(DeleteRecordsRequest)
+    if cython.compiled:
+        obj = DeleteRecordsRequest.__new__(DeleteRecordsRequest)
+    else:
+        obj = _new(DeleteRecordsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.unknown_tagged_fields = []
@@ -122,7 +128,7 @@ def _enc_DeleteRecordsRequest_v0(obj, out):
 
 def _dec_DeleteRecordsRequest_v2(buf, cur, end):
     """Decode DeleteRecordsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -132,20 +138,24 @@ def _dec_DeleteRecordsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -158,7 +168,10 @@ def _dec_DeleteRecordsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsRequest.__new__(DeleteRecordsRequest)
+    if cython.compiled:
+        obj = DeleteRecordsRequest.__new__(DeleteRecordsRequest)
+    else:
+        obj = _new(DeleteRecordsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.unknown_tagged_fields = unknown
@@ -196,7 +209,7 @@ def _enc_DeleteRecordsRequest_v2(obj, out):
 
 def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
     """Decode DeleteRecordsRequest.DeleteRecordsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -210,7 +223,10 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -224,15 +240,19 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 12:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 12, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = DeleteRecordsRequest_DeleteRecordsTopic.__new__(DeleteRecordsRequest_DeleteRecordsTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteRecordsRequest_DeleteRecordsTopic.__new__(DeleteRecordsRequest_DeleteRecordsTopic)
+    else:
+        obj = _new(DeleteRecordsRequest_DeleteRecordsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -275,7 +295,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(obj, out):
 
 def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end):
     """Decode DeleteRecordsRequest.DeleteRecordsTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -285,6 +305,9 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -294,7 +317,10 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -307,26 +333,33 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 13:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 13, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsRequest_DeleteRecordsTopic.__new__(DeleteRecordsRequest_DeleteRecordsTopic)
+    if cython.compiled:
+        obj = DeleteRecordsRequest_DeleteRecordsTopic.__new__(DeleteRecordsRequest_DeleteRecordsTopic)
+    else:
+        obj = _new(DeleteRecordsRequest_DeleteRecordsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -375,7 +408,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(obj, out):
 
 def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf, cur, end):
     """Decode DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__offset, pos, end)
     if cython.compiled:
@@ -384,7 +417,10 @@ def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf, cur, end):
     else:
         f_partition_index, f_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
-    obj = DeleteRecordsRequest_DeleteRecordsPartition.__new__(DeleteRecordsRequest_DeleteRecordsPartition)
+    if cython.compiled:
+        obj = DeleteRecordsRequest_DeleteRecordsPartition.__new__(DeleteRecordsRequest_DeleteRecordsPartition)
+    else:
+        obj = _new(DeleteRecordsRequest_DeleteRecordsPartition)
     obj.partition_index = f_partition_index
     obj.offset = f_offset
     obj.unknown_tagged_fields = []
@@ -406,7 +442,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsPartition_v0(obj, out):
 
 def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf, cur, end):
     """Decode DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__offset, pos, end)
     if cython.compiled:
@@ -420,7 +456,10 @@ def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsRequest_DeleteRecordsPartition.__new__(DeleteRecordsRequest_DeleteRecordsPartition)
+    if cython.compiled:
+        obj = DeleteRecordsRequest_DeleteRecordsPartition.__new__(DeleteRecordsRequest_DeleteRecordsPartition)
+    else:
+        obj = _new(DeleteRecordsRequest_DeleteRecordsPartition)
     obj.partition_index = f_partition_index
     obj.offset = f_offset
     obj.unknown_tagged_fields = unknown
@@ -446,7 +485,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsPartition_v2(obj, out):
 
 def _dec_DeleteRecordsResponse_v0(buf, cur, end):
     """Decode DeleteRecordsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -458,15 +497,19 @@ def _dec_DeleteRecordsResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = DeleteRecordsResponse.__new__(DeleteRecordsResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteRecordsResponse.__new__(DeleteRecordsResponse)
+    else:
+        obj = _new(DeleteRecordsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -495,7 +538,7 @@ def _enc_DeleteRecordsResponse_v0(obj, out):
 
 def _dec_DeleteRecordsResponse_v2(buf, cur, end):
     """Decode DeleteRecordsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -512,26 +555,33 @@ def _dec_DeleteRecordsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsResponse.__new__(DeleteRecordsResponse)
+    if cython.compiled:
+        obj = DeleteRecordsResponse.__new__(DeleteRecordsResponse)
+    else:
+        obj = _new(DeleteRecordsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -569,7 +619,7 @@ def _enc_DeleteRecordsResponse_v2(obj, out):
 
 def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
     """Decode DeleteRecordsResponse.DeleteRecordsTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -583,7 +633,10 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -597,15 +650,19 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = DeleteRecordsResponse_DeleteRecordsTopicResult.__new__(DeleteRecordsResponse_DeleteRecordsTopicResult)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteRecordsResponse_DeleteRecordsTopicResult.__new__(DeleteRecordsResponse_DeleteRecordsTopicResult)
+    else:
+        obj = _new(DeleteRecordsResponse_DeleteRecordsTopicResult)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -648,7 +705,7 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(obj, out):
 
 def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end):
     """Decode DeleteRecordsResponse.DeleteRecordsTopicResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -658,6 +715,9 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -667,7 +727,10 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -680,26 +743,33 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsResponse_DeleteRecordsTopicResult.__new__(DeleteRecordsResponse_DeleteRecordsTopicResult)
+    if cython.compiled:
+        obj = DeleteRecordsResponse_DeleteRecordsTopicResult.__new__(DeleteRecordsResponse_DeleteRecordsTopicResult)
+    else:
+        obj = _new(DeleteRecordsResponse_DeleteRecordsTopicResult)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -748,7 +818,7 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(obj, out):
 
 def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf, cur, end):
     """Decode DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -758,7 +828,10 @@ def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf, cur, end):
     else:
         f_partition_index, f_low_watermark, f_error_code = _S_iqh.unpack_from(buf, pos)
     pos += 14
-    obj = DeleteRecordsResponse_DeleteRecordsPartitionResult.__new__(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+    if cython.compiled:
+        obj = DeleteRecordsResponse_DeleteRecordsPartitionResult.__new__(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+    else:
+        obj = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
     obj.partition_index = f_partition_index
     obj.low_watermark = f_low_watermark
     obj.error_code = f_error_code
@@ -782,7 +855,7 @@ def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(obj, out):
 
 def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf, cur, end):
     """Decode DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -797,7 +870,10 @@ def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsResponse_DeleteRecordsPartitionResult.__new__(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+    if cython.compiled:
+        obj = DeleteRecordsResponse_DeleteRecordsPartitionResult.__new__(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+    else:
+        obj = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
     obj.partition_index = f_partition_index
     obj.low_watermark = f_low_watermark
     obj.error_code = f_error_code

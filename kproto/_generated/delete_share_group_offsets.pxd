@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -26,15 +27,15 @@ cdef class DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic(
 cdef class DeleteShareGroupOffsetsResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, responses, unknown_tagged_fields
 
-@_cy.locals(obj=DeleteShareGroupOffsetsRequest)
+@_cy.locals(obj=DeleteShareGroupOffsetsRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteShareGroupOffsetsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteShareGroupOffsetsRequest_v0(DeleteShareGroupOffsetsRequest obj, bytearray out)
-@_cy.locals(obj=DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic)
+@_cy.locals(obj=DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic, pos=Py_ssize_t)
 cdef _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic obj, bytearray out)
-@_cy.locals(obj=DeleteShareGroupOffsetsResponse)
+@_cy.locals(obj=DeleteShareGroupOffsetsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteShareGroupOffsetsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteShareGroupOffsetsResponse_v0(DeleteShareGroupOffsetsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic)
+@_cy.locals(obj=DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic, pos=Py_ssize_t)
 cdef _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic obj, bytearray out)

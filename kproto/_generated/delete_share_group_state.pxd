@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,21 +33,21 @@ cdef class DeleteShareGroupStateResponse_DeleteStateResult(Struct):
 cdef class DeleteShareGroupStateResponse(Message):
     cdef public object results, unknown_tagged_fields
 
-@_cy.locals(obj=DeleteShareGroupStateRequest)
+@_cy.locals(obj=DeleteShareGroupStateRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteShareGroupStateRequest_v0(DeleteShareGroupStateRequest obj, bytearray out)
-@_cy.locals(obj=DeleteShareGroupStateRequest_DeleteStateData)
+@_cy.locals(obj=DeleteShareGroupStateRequest_DeleteStateData, pos=Py_ssize_t)
 cdef _dec_DeleteShareGroupStateRequest_DeleteStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteShareGroupStateRequest_DeleteStateData_v0(DeleteShareGroupStateRequest_DeleteStateData obj, bytearray out)
-@_cy.locals(obj=DeleteShareGroupStateRequest_PartitionData)
+@_cy.locals(obj=DeleteShareGroupStateRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_DeleteShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteShareGroupStateRequest_PartitionData_v0(DeleteShareGroupStateRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=DeleteShareGroupStateResponse)
+@_cy.locals(obj=DeleteShareGroupStateResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteShareGroupStateResponse_v0(DeleteShareGroupStateResponse obj, bytearray out)
-@_cy.locals(obj=DeleteShareGroupStateResponse_DeleteStateResult)
+@_cy.locals(obj=DeleteShareGroupStateResponse_DeleteStateResult, pos=Py_ssize_t)
 cdef _dec_DeleteShareGroupStateResponse_DeleteStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteShareGroupStateResponse_DeleteStateResult_v0(DeleteShareGroupStateResponse_DeleteStateResult obj, bytearray out)
-@_cy.locals(obj=DeleteShareGroupStateResponse_PartitionResult)
+@_cy.locals(obj=DeleteShareGroupStateResponse_PartitionResult, pos=Py_ssize_t)
 cdef _dec_DeleteShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteShareGroupStateResponse_PartitionResult_v0(DeleteShareGroupStateResponse_PartitionResult obj, bytearray out)

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -26,42 +27,42 @@ cdef class DeleteTopicsResponse_DeletableTopicResult(Struct):
 cdef class DeleteTopicsResponse(Message):
     cdef public object throttle_time_ms, responses, unknown_tagged_fields
 
-@_cy.locals(obj=DeleteTopicsRequest)
+@_cy.locals(obj=DeleteTopicsRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteTopicsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteTopicsRequest_v0(DeleteTopicsRequest obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsRequest)
+@_cy.locals(obj=DeleteTopicsRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteTopicsRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteTopicsRequest_v4(DeleteTopicsRequest obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsRequest)
+@_cy.locals(obj=DeleteTopicsRequest, pos=Py_ssize_t)
 cpdef _dec_DeleteTopicsRequest_v6(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteTopicsRequest_v6(DeleteTopicsRequest obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsRequest_DeleteTopicState)
+@_cy.locals(obj=DeleteTopicsRequest_DeleteTopicState, pos=Py_ssize_t)
 cdef _dec_DeleteTopicsRequest_DeleteTopicState_v6(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteTopicsRequest_DeleteTopicState_v6(DeleteTopicsRequest_DeleteTopicState obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsResponse)
+@_cy.locals(obj=DeleteTopicsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteTopicsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteTopicsResponse_v0(DeleteTopicsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsResponse)
+@_cy.locals(obj=DeleteTopicsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteTopicsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteTopicsResponse_v1(DeleteTopicsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsResponse)
+@_cy.locals(obj=DeleteTopicsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteTopicsResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteTopicsResponse_v4(DeleteTopicsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsResponse)
+@_cy.locals(obj=DeleteTopicsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteTopicsResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteTopicsResponse_v5(DeleteTopicsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsResponse)
+@_cy.locals(obj=DeleteTopicsResponse, pos=Py_ssize_t)
 cpdef _dec_DeleteTopicsResponse_v6(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DeleteTopicsResponse_v6(DeleteTopicsResponse obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult)
+@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult, pos=Py_ssize_t)
 cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v0(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult)
+@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult, pos=Py_ssize_t)
 cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v4(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult)
+@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult, pos=Py_ssize_t)
 cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v5(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v5(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)
-@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult)
+@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult, pos=Py_ssize_t)
 cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v6(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v6(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -58,9 +55,14 @@ _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 _RUN_topic_names = (('topic_names', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DeleteTopicsRequest_v0(buf, cur, end):
     """Decode DeleteTopicsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_names, pos, end)
     if cython.compiled:
@@ -83,7 +85,10 @@ def _dec_DeleteTopicsRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "topic_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "topic_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("topic_names[%d]" % i, pos, exc) from None
         f_topic_names.append(s)
         pos += m
     if end - pos < 4:
@@ -93,7 +98,10 @@ def _dec_DeleteTopicsRequest_v0(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    if cython.compiled:
+        obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    else:
+        obj = _new(DeleteTopicsRequest)
     obj.topics = []
     obj.topic_names = f_topic_names
     obj.timeout_ms = f_timeout_ms
@@ -134,7 +142,7 @@ def _enc_DeleteTopicsRequest_v0(obj, out):
 
 def _dec_DeleteTopicsRequest_v4(buf, cur, end):
     """Decode DeleteTopicsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_names = buf[pos] - 1
         pos += 1
@@ -144,6 +152,9 @@ def _dec_DeleteTopicsRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('topic_names', buf, pos, end)
         n_topic_names = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_names, pos = _w.read_uvarint(buf, pos, end, 'topic_names')
         n_topic_names -= 1
@@ -160,6 +171,9 @@ def _dec_DeleteTopicsRequest_v4(buf, cur, end):
                 raise _w.bad_uvarint("topic_names[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "topic_names[%d]" % i)
             m -= 1
@@ -170,7 +184,10 @@ def _dec_DeleteTopicsRequest_v4(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "topic_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "topic_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("topic_names[%d]" % i, pos, exc) from None
         f_topic_names.append(s)
         pos += m
     if end - pos < 4:
@@ -185,7 +202,10 @@ def _dec_DeleteTopicsRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    if cython.compiled:
+        obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    else:
+        obj = _new(DeleteTopicsRequest)
     obj.topics = []
     obj.topic_names = f_topic_names
     obj.timeout_ms = f_timeout_ms
@@ -236,7 +256,7 @@ def _enc_DeleteTopicsRequest_v4(obj, out):
 
 def _dec_DeleteTopicsRequest_v6(buf, cur, end):
     """Decode DeleteTopicsRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -246,20 +266,24 @@ def _dec_DeleteTopicsRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -272,7 +296,10 @@ def _dec_DeleteTopicsRequest_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    if cython.compiled:
+        obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    else:
+        obj = _new(DeleteTopicsRequest)
     obj.topics = f_topics
     obj.topic_names = []
     obj.timeout_ms = f_timeout_ms
@@ -311,7 +338,7 @@ def _enc_DeleteTopicsRequest_v6(obj, out):
 
 def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
     """Decode DeleteTopicsRequest.DeleteTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -321,6 +348,9 @@ def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -330,7 +360,10 @@ def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -345,7 +378,10 @@ def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsRequest_DeleteTopicState.__new__(DeleteTopicsRequest_DeleteTopicState)
+    if cython.compiled:
+        obj = DeleteTopicsRequest_DeleteTopicState.__new__(DeleteTopicsRequest_DeleteTopicState)
+    else:
+        obj = _new(DeleteTopicsRequest_DeleteTopicState)
     obj.name = f_name
     obj.topic_id = f_topic_id
     obj.unknown_tagged_fields = unknown
@@ -382,7 +418,7 @@ def _enc_DeleteTopicsRequest_DeleteTopicState_v6(obj, out):
 
 def _dec_DeleteTopicsResponse_v0(buf, cur, end):
     """Decode DeleteTopicsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -393,15 +429,19 @@ def _dec_DeleteTopicsResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 4:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 4, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
-    obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    else:
+        obj = _new(DeleteTopicsResponse)
     obj.throttle_time_ms = 0
     obj.responses = f_responses
     obj.unknown_tagged_fields = []
@@ -429,7 +469,7 @@ def _enc_DeleteTopicsResponse_v0(obj, out):
 
 def _dec_DeleteTopicsResponse_v1(buf, cur, end):
     """Decode DeleteTopicsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -441,15 +481,19 @@ def _dec_DeleteTopicsResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 4:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 4, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
-    obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    else:
+        obj = _new(DeleteTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = []
@@ -478,7 +522,7 @@ def _enc_DeleteTopicsResponse_v1(obj, out):
 
 def _dec_DeleteTopicsResponse_v4(buf, cur, end):
     """Decode DeleteTopicsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -495,26 +539,33 @@ def _dec_DeleteTopicsResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 4:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 4, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    if cython.compiled:
+        obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    else:
+        obj = _new(DeleteTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = unknown
@@ -552,7 +603,7 @@ def _enc_DeleteTopicsResponse_v4(obj, out):
 
 def _dec_DeleteTopicsResponse_v5(buf, cur, end):
     """Decode DeleteTopicsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -569,26 +620,33 @@ def _dec_DeleteTopicsResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 5:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 5, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    if cython.compiled:
+        obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    else:
+        obj = _new(DeleteTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = unknown
@@ -626,7 +684,7 @@ def _enc_DeleteTopicsResponse_v5(obj, out):
 
 def _dec_DeleteTopicsResponse_v6(buf, cur, end):
     """Decode DeleteTopicsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -643,26 +701,33 @@ def _dec_DeleteTopicsResponse_v6(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 21:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 21, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    if cython.compiled:
+        obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    else:
+        obj = _new(DeleteTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = unknown
@@ -700,7 +765,7 @@ def _enc_DeleteTopicsResponse_v6(obj, out):
 
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
     """Decode DeleteTopicsResponse.DeletableTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -714,7 +779,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -725,7 +793,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    if cython.compiled:
+        obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    else:
+        obj = _new(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -763,7 +834,7 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v0(obj, out):
 
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
     """Decode DeleteTopicsResponse.DeletableTopicResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -773,6 +844,9 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -782,7 +856,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -798,7 +875,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    if cython.compiled:
+        obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    else:
+        obj = _new(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -841,7 +921,7 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v4(obj, out):
 
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
     """Decode DeleteTopicsResponse.DeletableTopicResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -851,6 +931,9 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -860,7 +943,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -880,6 +966,9 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -889,7 +978,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -900,7 +992,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    if cython.compiled:
+        obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    else:
+        obj = _new(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -959,7 +1054,7 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
 
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
     """Decode DeleteTopicsResponse.DeletableTopicResult (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -969,6 +1064,9 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -978,7 +1076,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -1004,6 +1105,9 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1013,7 +1117,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1024,7 +1131,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    if cython.compiled:
+        obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    else:
+        obj = _new(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
     obj.topic_id = f_topic_id
     obj.error_code = f_error_code

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -26,36 +27,36 @@ cdef class DescribeAclsResponse_DescribeAclsResource(Struct):
 cdef class DescribeAclsResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, resources, unknown_tagged_fields
 
-@_cy.locals(obj=DescribeAclsRequest)
+@_cy.locals(obj=DescribeAclsRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeAclsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeAclsRequest_v0(DescribeAclsRequest obj, bytearray out)
-@_cy.locals(obj=DescribeAclsRequest)
+@_cy.locals(obj=DescribeAclsRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeAclsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeAclsRequest_v1(DescribeAclsRequest obj, bytearray out)
-@_cy.locals(obj=DescribeAclsRequest)
+@_cy.locals(obj=DescribeAclsRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeAclsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeAclsRequest_v2(DescribeAclsRequest obj, bytearray out)
-@_cy.locals(obj=DescribeAclsResponse)
+@_cy.locals(obj=DescribeAclsResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeAclsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeAclsResponse_v0(DescribeAclsResponse obj, bytearray out)
-@_cy.locals(obj=DescribeAclsResponse)
+@_cy.locals(obj=DescribeAclsResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeAclsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeAclsResponse_v1(DescribeAclsResponse obj, bytearray out)
-@_cy.locals(obj=DescribeAclsResponse)
+@_cy.locals(obj=DescribeAclsResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeAclsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeAclsResponse_v2(DescribeAclsResponse obj, bytearray out)
-@_cy.locals(obj=DescribeAclsResponse_DescribeAclsResource)
+@_cy.locals(obj=DescribeAclsResponse_DescribeAclsResource, pos=Py_ssize_t)
 cdef _dec_DescribeAclsResponse_DescribeAclsResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeAclsResponse_DescribeAclsResource_v0(DescribeAclsResponse_DescribeAclsResource obj, bytearray out)
-@_cy.locals(obj=DescribeAclsResponse_DescribeAclsResource)
+@_cy.locals(obj=DescribeAclsResponse_DescribeAclsResource, pos=Py_ssize_t)
 cdef _dec_DescribeAclsResponse_DescribeAclsResource_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeAclsResponse_DescribeAclsResource_v1(DescribeAclsResponse_DescribeAclsResource obj, bytearray out)
-@_cy.locals(obj=DescribeAclsResponse_DescribeAclsResource)
+@_cy.locals(obj=DescribeAclsResponse_DescribeAclsResource, pos=Py_ssize_t)
 cdef _dec_DescribeAclsResponse_DescribeAclsResource_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeAclsResponse_DescribeAclsResource_v2(DescribeAclsResponse_DescribeAclsResource obj, bytearray out)
-@_cy.locals(obj=DescribeAclsResponse_AclDescription)
+@_cy.locals(obj=DescribeAclsResponse_AclDescription, pos=Py_ssize_t)
 cdef _dec_DescribeAclsResponse_AclDescription_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeAclsResponse_AclDescription_v0(DescribeAclsResponse_AclDescription obj, bytearray out)
-@_cy.locals(obj=DescribeAclsResponse_AclDescription)
+@_cy.locals(obj=DescribeAclsResponse_AclDescription, pos=Py_ssize_t)
 cdef _dec_DescribeAclsResponse_AclDescription_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeAclsResponse_AclDescription_v2(DescribeAclsResponse_AclDescription obj, bytearray out)

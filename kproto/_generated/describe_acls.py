@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -73,9 +70,14 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_throttle_time_ms__error_message = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('error_message', 6, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeAclsRequest_v0(buf, cur, end):
     """Decode DescribeAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -90,7 +92,10 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -109,7 +114,10 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -128,7 +136,10 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -142,7 +153,10 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    if cython.compiled:
+        obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    else:
+        obj = _new(DescribeAclsRequest)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = 3
@@ -217,7 +231,7 @@ def _enc_DescribeAclsRequest_v0(obj, out):
 
 def _dec_DescribeAclsRequest_v1(buf, cur, end):
     """Decode DescribeAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -232,7 +246,10 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -252,7 +269,10 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -271,7 +291,10 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -285,7 +308,10 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    if cython.compiled:
+        obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    else:
+        obj = _new(DescribeAclsRequest)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = f_pattern_type_filter
@@ -359,7 +385,7 @@ def _enc_DescribeAclsRequest_v1(obj, out):
 
 def _dec_DescribeAclsRequest_v2(buf, cur, end):
     """Decode DescribeAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type_filter, pos, end)
     if cython.compiled:
@@ -376,6 +402,9 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('resource_name_filter', buf, pos, end)
         n_resource_name_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name_filter, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
         n_resource_name_filter -= 1
@@ -385,7 +414,10 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -407,6 +439,9 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('principal_filter', buf, pos, end)
         n_principal_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_filter, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
         n_principal_filter -= 1
@@ -416,7 +451,10 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -431,6 +469,9 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('host_filter', buf, pos, end)
         n_host_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host_filter, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
         n_host_filter -= 1
@@ -440,7 +481,10 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -459,7 +503,10 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    if cython.compiled:
+        obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    else:
+        obj = _new(DescribeAclsRequest)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = f_pattern_type_filter
@@ -548,7 +595,7 @@ def _enc_DescribeAclsRequest_v2(obj, out):
 
 def _dec_DescribeAclsResponse_v0(buf, cur, end):
     """Decode DescribeAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
     if cython.compiled:
@@ -564,7 +611,10 @@ def _dec_DescribeAclsResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -580,15 +630,19 @@ def _dec_DescribeAclsResponse_v0(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
-    obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    else:
+        obj = _new(DescribeAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -635,7 +689,7 @@ def _enc_DescribeAclsResponse_v0(obj, out):
 
 def _dec_DescribeAclsResponse_v1(buf, cur, end):
     """Decode DescribeAclsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
     if cython.compiled:
@@ -651,7 +705,10 @@ def _dec_DescribeAclsResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -667,15 +724,19 @@ def _dec_DescribeAclsResponse_v1(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 8:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 8, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
-    obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    else:
+        obj = _new(DescribeAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -722,7 +783,7 @@ def _enc_DescribeAclsResponse_v1(obj, out):
 
 def _dec_DescribeAclsResponse_v2(buf, cur, end):
     """Decode DescribeAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -740,6 +801,9 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -749,7 +813,10 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -764,26 +831,33 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('resources', buf, pos, end)
         n_resources = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resources, pos = _w.read_uvarint(buf, pos, end, 'resources')
         n_resources -= 1
     if n_resources < 0 or n_resources > (end - pos) // 5:
         raise _w.bad_count('resources', pos - 1, n_resources, end, 5, 1)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    if cython.compiled:
+        obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    else:
+        obj = _new(DescribeAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -840,7 +914,7 @@ def _enc_DescribeAclsResponse_v2(obj, out):
 
 def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -855,7 +929,10 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -869,15 +946,19 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
     if n_acls < 0 or n_acls > (end - pos) // 6:
         raise _w.bad_count('acls', pos - 4, n_acls, end, 6, 4)
     f_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acls):
-            f_acls.append(_dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acls[%d]" % i)
-    pos = cur.pos
-    obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    if cython.compiled or n_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acls):
+                f_acls.append(_dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acls[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    else:
+        obj = _new(DescribeAclsResponse_DescribeAclsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.pattern_type = 3
@@ -925,7 +1006,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v0(obj, out):
 
 def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -940,7 +1021,10 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -955,15 +1039,19 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
     if n_acls < 0 or n_acls > (end - pos) // 6:
         raise _w.bad_count('acls', pos - 4, n_acls, end, 6, 4)
     f_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acls):
-            f_acls.append(_dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acls[%d]" % i)
-    pos = cur.pos
-    obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    if cython.compiled or n_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acls):
+                f_acls.append(_dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acls[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    else:
+        obj = _new(DescribeAclsResponse_DescribeAclsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.pattern_type = f_pattern_type
@@ -1010,7 +1098,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v1(obj, out):
 
 def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -1027,6 +1115,9 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -1036,7 +1127,10 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -1056,26 +1150,33 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
             raise _w.bad_uvarint('acls', buf, pos, end)
         n_acls = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_acls = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_acls, pos = _w.read_uvarint(buf, pos, end, 'acls')
         n_acls -= 1
     if n_acls < 0 or n_acls > (end - pos) // 5:
         raise _w.bad_count('acls', pos - 1, n_acls, end, 5, 1)
     f_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acls):
-            f_acls.append(_dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acls[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acls):
+                f_acls.append(_dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acls[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    if cython.compiled:
+        obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    else:
+        obj = _new(DescribeAclsResponse_DescribeAclsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.pattern_type = f_pattern_type
@@ -1136,7 +1237,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v2(obj, out):
 
 def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_principal, pos, end)
     if cython.compiled:
@@ -1150,7 +1251,10 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -1167,7 +1271,10 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -1179,7 +1286,10 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DescribeAclsResponse_AclDescription.__new__(DescribeAclsResponse_AclDescription)
+    if cython.compiled:
+        obj = DescribeAclsResponse_AclDescription.__new__(DescribeAclsResponse_AclDescription)
+    else:
+        obj = _new(DescribeAclsResponse_AclDescription)
     obj.principal = f_principal
     obj.host = f_host
     obj.operation = f_operation
@@ -1233,7 +1343,7 @@ def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
 
 def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal = buf[pos] - 1
         pos += 1
@@ -1243,6 +1353,9 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
             raise _w.bad_uvarint('principal', buf, pos, end)
         n_principal = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal, pos = _w.read_uvarint(buf, pos, end, 'principal')
         n_principal -= 1
@@ -1252,7 +1365,10 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
@@ -1265,6 +1381,9 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1274,7 +1393,10 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1291,7 +1413,10 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeAclsResponse_AclDescription.__new__(DescribeAclsResponse_AclDescription)
+    if cython.compiled:
+        obj = DescribeAclsResponse_AclDescription.__new__(DescribeAclsResponse_AclDescription)
+    else:
+        obj = _new(DescribeAclsResponse_AclDescription)
     obj.principal = f_principal
     obj.host = f_host
     obj.operation = f_operation

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,39 +33,39 @@ cdef class DescribeClientQuotasResponse_EntryData(Struct):
 cdef class DescribeClientQuotasResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, entries, unknown_tagged_fields
 
-@_cy.locals(obj=DescribeClientQuotasRequest)
+@_cy.locals(obj=DescribeClientQuotasRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeClientQuotasRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeClientQuotasRequest_v0(DescribeClientQuotasRequest obj, bytearray out)
-@_cy.locals(obj=DescribeClientQuotasRequest)
+@_cy.locals(obj=DescribeClientQuotasRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeClientQuotasRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeClientQuotasRequest_v1(DescribeClientQuotasRequest obj, bytearray out)
-@_cy.locals(obj=DescribeClientQuotasRequest_ComponentData)
+@_cy.locals(obj=DescribeClientQuotasRequest_ComponentData, pos=Py_ssize_t)
 cdef _dec_DescribeClientQuotasRequest_ComponentData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeClientQuotasRequest_ComponentData_v0(DescribeClientQuotasRequest_ComponentData obj, bytearray out)
-@_cy.locals(obj=DescribeClientQuotasRequest_ComponentData)
+@_cy.locals(obj=DescribeClientQuotasRequest_ComponentData, pos=Py_ssize_t)
 cdef _dec_DescribeClientQuotasRequest_ComponentData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeClientQuotasRequest_ComponentData_v1(DescribeClientQuotasRequest_ComponentData obj, bytearray out)
-@_cy.locals(obj=DescribeClientQuotasResponse)
+@_cy.locals(obj=DescribeClientQuotasResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeClientQuotasResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeClientQuotasResponse_v0(DescribeClientQuotasResponse obj, bytearray out)
-@_cy.locals(obj=DescribeClientQuotasResponse)
+@_cy.locals(obj=DescribeClientQuotasResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeClientQuotasResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeClientQuotasResponse_v1(DescribeClientQuotasResponse obj, bytearray out)
-@_cy.locals(obj=DescribeClientQuotasResponse_EntryData)
+@_cy.locals(obj=DescribeClientQuotasResponse_EntryData, pos=Py_ssize_t)
 cdef _dec_DescribeClientQuotasResponse_EntryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeClientQuotasResponse_EntryData_v0(DescribeClientQuotasResponse_EntryData obj, bytearray out)
-@_cy.locals(obj=DescribeClientQuotasResponse_EntryData)
+@_cy.locals(obj=DescribeClientQuotasResponse_EntryData, pos=Py_ssize_t)
 cdef _dec_DescribeClientQuotasResponse_EntryData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeClientQuotasResponse_EntryData_v1(DescribeClientQuotasResponse_EntryData obj, bytearray out)
-@_cy.locals(obj=DescribeClientQuotasResponse_EntityData)
+@_cy.locals(obj=DescribeClientQuotasResponse_EntityData, pos=Py_ssize_t)
 cdef _dec_DescribeClientQuotasResponse_EntityData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeClientQuotasResponse_EntityData_v0(DescribeClientQuotasResponse_EntityData obj, bytearray out)
-@_cy.locals(obj=DescribeClientQuotasResponse_EntityData)
+@_cy.locals(obj=DescribeClientQuotasResponse_EntityData, pos=Py_ssize_t)
 cdef _dec_DescribeClientQuotasResponse_EntityData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeClientQuotasResponse_EntityData_v1(DescribeClientQuotasResponse_EntityData obj, bytearray out)
-@_cy.locals(obj=DescribeClientQuotasResponse_ValueData)
+@_cy.locals(obj=DescribeClientQuotasResponse_ValueData, pos=Py_ssize_t)
 cdef _dec_DescribeClientQuotasResponse_ValueData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeClientQuotasResponse_ValueData_v0(DescribeClientQuotasResponse_ValueData obj, bytearray out)
-@_cy.locals(obj=DescribeClientQuotasResponse_ValueData)
+@_cy.locals(obj=DescribeClientQuotasResponse_ValueData, pos=Py_ssize_t)
 cdef _dec_DescribeClientQuotasResponse_ValueData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeClientQuotasResponse_ValueData_v1(DescribeClientQuotasResponse_ValueData obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,9 +66,14 @@ _RUN_value = (('value', 0, 8),)
 _RUN_values = (('values', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeClientQuotasRequest_v0(buf, cur, end):
     """Decode DescribeClientQuotasRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_components, pos, end)
     if cython.compiled:
@@ -82,14 +84,15 @@ def _dec_DescribeClientQuotasRequest_v0(buf, cur, end):
     if n_components < 0 or n_components > (end - pos) // 5:
         raise _w.bad_count('components', pos - 4, n_components, end, 5, 4)
     f_components = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_components):
-            f_components.append(_dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("components[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_components:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_components):
+                f_components.append(_dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("components[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_strict, pos, end)
     if cython.compiled:
@@ -100,7 +103,10 @@ def _dec_DescribeClientQuotasRequest_v0(buf, cur, end):
     if f_strict != 0 and f_strict != 1:
         raise _w.bad_bool('strict', pos - 1, f_strict)
     b_strict = f_strict == 1
-    obj = DescribeClientQuotasRequest.__new__(DescribeClientQuotasRequest)
+    if cython.compiled:
+        obj = DescribeClientQuotasRequest.__new__(DescribeClientQuotasRequest)
+    else:
+        obj = _new(DescribeClientQuotasRequest)
     obj.components = f_components
     obj.strict = b_strict
     obj.unknown_tagged_fields = []
@@ -133,7 +139,7 @@ def _enc_DescribeClientQuotasRequest_v0(obj, out):
 
 def _dec_DescribeClientQuotasRequest_v1(buf, cur, end):
     """Decode DescribeClientQuotasRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_components = buf[pos] - 1
         pos += 1
@@ -143,20 +149,24 @@ def _dec_DescribeClientQuotasRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('components', buf, pos, end)
         n_components = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_components = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_components, pos = _w.read_uvarint(buf, pos, end, 'components')
         n_components -= 1
     if n_components < 0 or n_components > (end - pos) // 4:
         raise _w.bad_count('components', pos - 1, n_components, end, 4, 1)
     f_components = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_components):
-            f_components.append(_dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("components[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_components:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_components):
+                f_components.append(_dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("components[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_strict, pos, end)
     if cython.compiled:
@@ -172,7 +182,10 @@ def _dec_DescribeClientQuotasRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasRequest.__new__(DescribeClientQuotasRequest)
+    if cython.compiled:
+        obj = DescribeClientQuotasRequest.__new__(DescribeClientQuotasRequest)
+    else:
+        obj = _new(DescribeClientQuotasRequest)
     obj.components = f_components
     obj.strict = b_strict
     obj.unknown_tagged_fields = unknown
@@ -210,7 +223,7 @@ def _enc_DescribeClientQuotasRequest_v1(obj, out):
 
 def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
     """Decode DescribeClientQuotasRequest.ComponentData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_entity_type, pos, end)
     if cython.compiled:
@@ -224,7 +237,10 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -242,13 +258,19 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
             if f_match is None:
                 raise _w.bad_utf8_at(buf, pos, n_match, 'match')
         else:
-            f_match = _w.utf8(buf, pos, n_match, 'match')
+            try:
+                f_match = buf[pos:pos + n_match].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('match', pos, exc) from None
         pos += n_match
     elif n_match == -1:
         f_match = None
     else:
         raise _w.bad_sized('match', pos, n_match, end, 2, True)
-    obj = DescribeClientQuotasRequest_ComponentData.__new__(DescribeClientQuotasRequest_ComponentData)
+    if cython.compiled:
+        obj = DescribeClientQuotasRequest_ComponentData.__new__(DescribeClientQuotasRequest_ComponentData)
+    else:
+        obj = _new(DescribeClientQuotasRequest_ComponentData)
     obj.entity_type = f_entity_type
     obj.match_type = f_match_type
     obj.match = f_match
@@ -296,7 +318,7 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
 
 def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
     """Decode DescribeClientQuotasRequest.ComponentData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity_type = buf[pos] - 1
         pos += 1
@@ -306,6 +328,9 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_type', buf, pos, end)
         n_entity_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
@@ -315,7 +340,10 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -335,6 +363,9 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
             raise _w.bad_uvarint('match', buf, pos, end)
         n_match = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_match = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_match, pos = _w.read_uvarint(buf, pos, end, 'match')
         n_match -= 1
@@ -344,7 +375,10 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
             if f_match is None:
                 raise _w.bad_utf8_at(buf, pos, n_match, 'match')
         else:
-            f_match = _w.utf8(buf, pos, n_match, 'match')
+            try:
+                f_match = buf[pos:pos + n_match].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('match', pos, exc) from None
         pos += n_match
     elif n_match == -1:
         f_match = None
@@ -355,7 +389,10 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasRequest_ComponentData.__new__(DescribeClientQuotasRequest_ComponentData)
+    if cython.compiled:
+        obj = DescribeClientQuotasRequest_ComponentData.__new__(DescribeClientQuotasRequest_ComponentData)
+    else:
+        obj = _new(DescribeClientQuotasRequest_ComponentData)
     obj.entity_type = f_entity_type
     obj.match_type = f_match_type
     obj.match = f_match
@@ -413,7 +450,7 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
 
 def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
     """Decode DescribeClientQuotasResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
     if cython.compiled:
@@ -429,7 +466,10 @@ def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -448,15 +488,19 @@ def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
         raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
     else:
         f_entries = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_entries):
-                f_entries.append(_dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("entries[%d]" % i)
-        pos = cur.pos
-    obj = DescribeClientQuotasResponse.__new__(DescribeClientQuotasResponse)
+        if cython.compiled or n_entries:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_entries):
+                    f_entries.append(_dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("entries[%d]" % i)
+            pos = cur.pos
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse.__new__(DescribeClientQuotasResponse)
+    else:
+        obj = _new(DescribeClientQuotasResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -504,7 +548,7 @@ def _enc_DescribeClientQuotasResponse_v0(obj, out):
 
 def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
     """Decode DescribeClientQuotasResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -522,6 +566,9 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -531,7 +578,10 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -546,6 +596,9 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('entries', buf, pos, end)
         n_entries = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entries = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entries, pos = _w.read_uvarint(buf, pos, end, 'entries')
         n_entries -= 1
@@ -555,20 +608,24 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
         raise _w.bad_count('entries', pos - 1, n_entries, end, 3, 1)
     else:
         f_entries = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_entries):
-                f_entries.append(_dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("entries[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_entries:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_entries):
+                    f_entries.append(_dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("entries[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasResponse.__new__(DescribeClientQuotasResponse)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse.__new__(DescribeClientQuotasResponse)
+    else:
+        obj = _new(DescribeClientQuotasResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -626,7 +683,7 @@ def _enc_DescribeClientQuotasResponse_v1(obj, out):
 
 def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_entity, pos, end)
     if cython.compiled:
@@ -637,14 +694,15 @@ def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 4:
         raise _w.bad_count('entity', pos - 4, n_entity, end, 4, 4)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_values, pos, end)
     if cython.compiled:
@@ -655,15 +713,19 @@ def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
     if n_values < 0 or n_values > (end - pos) // 10:
         raise _w.bad_count('values', pos - 4, n_values, end, 10, 4)
     f_values = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_values):
-            f_values.append(_dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("values[%d]" % i)
-    pos = cur.pos
-    obj = DescribeClientQuotasResponse_EntryData.__new__(DescribeClientQuotasResponse_EntryData)
+    if cython.compiled or n_values:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_values):
+                f_values.append(_dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("values[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_EntryData.__new__(DescribeClientQuotasResponse_EntryData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_EntryData)
     obj.entity = f_entity
     obj.values = f_values
     obj.unknown_tagged_fields = []
@@ -703,7 +765,7 @@ def _enc_DescribeClientQuotasResponse_EntryData_v0(obj, out):
 
 def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity = buf[pos] - 1
         pos += 1
@@ -713,20 +775,24 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity', buf, pos, end)
         n_entity = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity, pos = _w.read_uvarint(buf, pos, end, 'entity')
         n_entity -= 1
     if n_entity < 0 or n_entity > (end - pos) // 3:
         raise _w.bad_count('entity', pos - 1, n_entity, end, 3, 1)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_values = buf[pos] - 1
         pos += 1
@@ -736,26 +802,33 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('values', buf, pos, end)
         n_values = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_values = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_values, pos = _w.read_uvarint(buf, pos, end, 'values')
         n_values -= 1
     if n_values < 0 or n_values > (end - pos) // 10:
         raise _w.bad_count('values', pos - 1, n_values, end, 10, 1)
     f_values = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_values):
-            f_values.append(_dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("values[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_values:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_values):
+                f_values.append(_dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("values[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasResponse_EntryData.__new__(DescribeClientQuotasResponse_EntryData)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_EntryData.__new__(DescribeClientQuotasResponse_EntryData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_EntryData)
     obj.entity = f_entity
     obj.values = f_values
     obj.unknown_tagged_fields = unknown
@@ -801,7 +874,7 @@ def _enc_DescribeClientQuotasResponse_EntryData_v1(obj, out):
 
 def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData.EntityData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_entity_type, pos, end)
     if cython.compiled:
@@ -815,7 +888,10 @@ def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -832,13 +908,19 @@ def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
         raise _w.bad_sized('entity_name', pos, n_entity_name, end, 2, True)
-    obj = DescribeClientQuotasResponse_EntityData.__new__(DescribeClientQuotasResponse_EntityData)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_EntityData.__new__(DescribeClientQuotasResponse_EntityData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = []
@@ -884,7 +966,7 @@ def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
 
 def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity_type = buf[pos] - 1
         pos += 1
@@ -894,6 +976,9 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_type', buf, pos, end)
         n_entity_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
@@ -903,7 +988,10 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -916,6 +1004,9 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_name', buf, pos, end)
         n_entity_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1
@@ -925,7 +1016,10 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
@@ -936,7 +1030,10 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasResponse_EntityData.__new__(DescribeClientQuotasResponse_EntityData)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_EntityData.__new__(DescribeClientQuotasResponse_EntityData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = unknown
@@ -988,7 +1085,7 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
 
 def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData.ValueData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_key, pos, end)
     if cython.compiled:
@@ -1002,7 +1099,10 @@ def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
@@ -1013,7 +1113,10 @@ def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
     else:
         f_value = _S_d.unpack_from(buf, pos)[0]
     pos += 8
-    obj = DescribeClientQuotasResponse_ValueData.__new__(DescribeClientQuotasResponse_ValueData)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_ValueData.__new__(DescribeClientQuotasResponse_ValueData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_ValueData)
     obj.key = f_key
     obj.value = f_value
     obj.unknown_tagged_fields = []
@@ -1049,7 +1152,7 @@ def _enc_DescribeClientQuotasResponse_ValueData_v0(obj, out):
 
 def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData.ValueData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -1059,6 +1162,9 @@ def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
             raise _w.bad_uvarint('key', buf, pos, end)
         n_key = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
@@ -1068,7 +1174,10 @@ def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -1084,7 +1193,10 @@ def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasResponse_ValueData.__new__(DescribeClientQuotasResponse_ValueData)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_ValueData.__new__(DescribeClientQuotasResponse_ValueData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_ValueData)
     obj.key = f_key
     obj.value = f_value
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -23,27 +24,27 @@ cdef class DescribeClusterResponse_DescribeClusterBroker(Struct):
 cdef class DescribeClusterResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, endpoint_type, cluster_id, controller_id, brokers, cluster_authorized_operations, unknown_tagged_fields
 
-@_cy.locals(obj=DescribeClusterRequest)
+@_cy.locals(obj=DescribeClusterRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeClusterRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeClusterRequest_v0(DescribeClusterRequest obj, bytearray out)
-@_cy.locals(obj=DescribeClusterRequest)
+@_cy.locals(obj=DescribeClusterRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeClusterRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeClusterRequest_v1(DescribeClusterRequest obj, bytearray out)
-@_cy.locals(obj=DescribeClusterRequest)
+@_cy.locals(obj=DescribeClusterRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeClusterRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeClusterRequest_v2(DescribeClusterRequest obj, bytearray out)
-@_cy.locals(obj=DescribeClusterResponse)
+@_cy.locals(obj=DescribeClusterResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeClusterResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeClusterResponse_v0(DescribeClusterResponse obj, bytearray out)
-@_cy.locals(obj=DescribeClusterResponse)
+@_cy.locals(obj=DescribeClusterResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeClusterResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeClusterResponse_v1(DescribeClusterResponse obj, bytearray out)
-@_cy.locals(obj=DescribeClusterResponse)
+@_cy.locals(obj=DescribeClusterResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeClusterResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeClusterResponse_v2(DescribeClusterResponse obj, bytearray out)
-@_cy.locals(obj=DescribeClusterResponse_DescribeClusterBroker)
+@_cy.locals(obj=DescribeClusterResponse_DescribeClusterBroker, pos=Py_ssize_t)
 cdef _dec_DescribeClusterResponse_DescribeClusterBroker_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeClusterResponse_DescribeClusterBroker_v0(DescribeClusterResponse_DescribeClusterBroker obj, bytearray out)
-@_cy.locals(obj=DescribeClusterResponse_DescribeClusterBroker)
+@_cy.locals(obj=DescribeClusterResponse_DescribeClusterBroker, pos=Py_ssize_t)
 cdef _dec_DescribeClusterResponse_DescribeClusterBroker_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeClusterResponse_DescribeClusterBroker_v2(DescribeClusterResponse_DescribeClusterBroker obj, bytearray out)

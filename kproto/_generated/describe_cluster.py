@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -66,9 +63,14 @@ _RUN_port = (('port', 0, 4),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeClusterRequest_v0(buf, cur, end):
     """Decode DescribeClusterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_include_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -84,7 +86,10 @@ def _dec_DescribeClusterRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    if cython.compiled:
+        obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    else:
+        obj = _new(DescribeClusterRequest)
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
     obj.endpoint_type = 1
     obj.include_fenced_brokers = False
@@ -114,7 +119,7 @@ def _enc_DescribeClusterRequest_v0(obj, out):
 
 def _dec_DescribeClusterRequest_v1(buf, cur, end):
     """Decode DescribeClusterRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_include_cluster_authorized_operations__endpoint_type, pos, end)
     if cython.compiled:
@@ -131,7 +136,10 @@ def _dec_DescribeClusterRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    if cython.compiled:
+        obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    else:
+        obj = _new(DescribeClusterRequest)
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
     obj.endpoint_type = f_endpoint_type
     obj.include_fenced_brokers = False
@@ -160,7 +168,7 @@ def _enc_DescribeClusterRequest_v1(obj, out):
 
 def _dec_DescribeClusterRequest_v2(buf, cur, end):
     """Decode DescribeClusterRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_include_cluster_authorized_operations__include_fenced_brokers, pos, end)
     if cython.compiled:
@@ -181,7 +189,10 @@ def _dec_DescribeClusterRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    if cython.compiled:
+        obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    else:
+        obj = _new(DescribeClusterRequest)
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
     obj.endpoint_type = f_endpoint_type
     obj.include_fenced_brokers = b_include_fenced_brokers
@@ -209,7 +220,7 @@ def _enc_DescribeClusterRequest_v2(obj, out):
 
 def _dec_DescribeClusterResponse_v0(buf, cur, end):
     """Decode DescribeClusterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -227,6 +238,9 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -236,7 +250,10 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -251,6 +268,9 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -260,7 +280,10 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -280,20 +303,24 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('brokers', buf, pos, end)
         n_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
         n_brokers -= 1
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -306,7 +333,10 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    if cython.compiled:
+        obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    else:
+        obj = _new(DescribeClusterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -395,7 +425,7 @@ def _enc_DescribeClusterResponse_v0(obj, out):
 
 def _dec_DescribeClusterResponse_v1(buf, cur, end):
     """Decode DescribeClusterResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -413,6 +443,9 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -422,7 +455,10 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -444,6 +480,9 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -453,7 +492,10 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -473,20 +515,24 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('brokers', buf, pos, end)
         n_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
         n_brokers -= 1
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -499,7 +545,10 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    if cython.compiled:
+        obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    else:
+        obj = _new(DescribeClusterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -591,7 +640,7 @@ def _enc_DescribeClusterResponse_v1(obj, out):
 
 def _dec_DescribeClusterResponse_v2(buf, cur, end):
     """Decode DescribeClusterResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -609,6 +658,9 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -618,7 +670,10 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -640,6 +695,9 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -649,7 +707,10 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -669,20 +730,24 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('brokers', buf, pos, end)
         n_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
         n_brokers -= 1
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 12, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -695,7 +760,10 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    if cython.compiled:
+        obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    else:
+        obj = _new(DescribeClusterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -787,7 +855,7 @@ def _enc_DescribeClusterResponse_v2(obj, out):
 
 def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
     """Decode DescribeClusterResponse.DescribeClusterBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -804,6 +872,9 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -813,7 +884,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -833,6 +907,9 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -842,7 +919,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -853,7 +933,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterResponse_DescribeClusterBroker.__new__(DescribeClusterResponse_DescribeClusterBroker)
+    if cython.compiled:
+        obj = DescribeClusterResponse_DescribeClusterBroker.__new__(DescribeClusterResponse_DescribeClusterBroker)
+    else:
+        obj = _new(DescribeClusterResponse_DescribeClusterBroker)
     obj.broker_id = f_broker_id
     obj.host = f_host
     obj.port = f_port
@@ -920,7 +1003,7 @@ def _enc_DescribeClusterResponse_DescribeClusterBroker_v0(obj, out):
 
 def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
     """Decode DescribeClusterResponse.DescribeClusterBroker (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -937,6 +1020,9 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -946,7 +1032,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -966,6 +1055,9 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -975,7 +1067,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -996,7 +1091,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterResponse_DescribeClusterBroker.__new__(DescribeClusterResponse_DescribeClusterBroker)
+    if cython.compiled:
+        obj = DescribeClusterResponse_DescribeClusterBroker.__new__(DescribeClusterResponse_DescribeClusterBroker)
+    else:
+        obj = _new(DescribeClusterResponse_DescribeClusterBroker)
     obj.broker_id = f_broker_id
     obj.host = f_host
     obj.port = f_port

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -81,9 +78,14 @@ _RUN_throttle_time_ms__results = (('throttle_time_ms', 0, 4), ('results', 4, 4))
 _RUN_value = (('value', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeConfigsRequest_v0(buf, cur, end):
     """Decode DescribeConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -94,15 +96,19 @@ def _dec_DescribeConfigsRequest_v0(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
-    obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    else:
+        obj = _new(DescribeConfigsRequest)
     obj.resources = f_resources
     obj.include_synonyms = False
     obj.include_documentation = False
@@ -135,7 +141,7 @@ def _enc_DescribeConfigsRequest_v0(obj, out):
 
 def _dec_DescribeConfigsRequest_v1(buf, cur, end):
     """Decode DescribeConfigsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -146,14 +152,15 @@ def _dec_DescribeConfigsRequest_v1(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_include_synonyms, pos, end)
     if cython.compiled:
@@ -164,7 +171,10 @@ def _dec_DescribeConfigsRequest_v1(buf, cur, end):
     if f_include_synonyms != 0 and f_include_synonyms != 1:
         raise _w.bad_bool('include_synonyms', pos - 1, f_include_synonyms)
     b_include_synonyms = f_include_synonyms == 1
-    obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    if cython.compiled:
+        obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    else:
+        obj = _new(DescribeConfigsRequest)
     obj.resources = f_resources
     obj.include_synonyms = b_include_synonyms
     obj.include_documentation = False
@@ -200,7 +210,7 @@ def _enc_DescribeConfigsRequest_v1(obj, out):
 
 def _dec_DescribeConfigsRequest_v3(buf, cur, end):
     """Decode DescribeConfigsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -211,14 +221,15 @@ def _dec_DescribeConfigsRequest_v3(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_include_synonyms__include_documentation, pos, end)
     if cython.compiled:
@@ -233,7 +244,10 @@ def _dec_DescribeConfigsRequest_v3(buf, cur, end):
     if f_include_documentation != 0 and f_include_documentation != 1:
         raise _w.bad_bool('include_documentation', pos - 1, f_include_documentation)
     b_include_documentation = f_include_documentation == 1
-    obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    if cython.compiled:
+        obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    else:
+        obj = _new(DescribeConfigsRequest)
     obj.resources = f_resources
     obj.include_synonyms = b_include_synonyms
     obj.include_documentation = b_include_documentation
@@ -268,7 +282,7 @@ def _enc_DescribeConfigsRequest_v3(obj, out):
 
 def _dec_DescribeConfigsRequest_v4(buf, cur, end):
     """Decode DescribeConfigsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resources = buf[pos] - 1
         pos += 1
@@ -278,20 +292,24 @@ def _dec_DescribeConfigsRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('resources', buf, pos, end)
         n_resources = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resources, pos = _w.read_uvarint(buf, pos, end, 'resources')
         n_resources -= 1
     if n_resources < 0 or n_resources > (end - pos) // 4:
         raise _w.bad_count('resources', pos - 1, n_resources, end, 4, 1)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_include_synonyms__include_documentation, pos, end)
     if cython.compiled:
@@ -311,7 +329,10 @@ def _dec_DescribeConfigsRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    if cython.compiled:
+        obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    else:
+        obj = _new(DescribeConfigsRequest)
     obj.resources = f_resources
     obj.include_synonyms = b_include_synonyms
     obj.include_documentation = b_include_documentation
@@ -351,7 +372,7 @@ def _enc_DescribeConfigsRequest_v4(obj, out):
 
 def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
     """Decode DescribeConfigsRequest.DescribeConfigsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -366,7 +387,10 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -395,10 +419,16 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
                 if s is None:
                     raise _w.bad_utf8_at(buf, pos, m, "configuration_keys[%d]" % i)
             else:
-                s = _w.utf8(buf, pos, m, "configuration_keys[%d]" % i)
+                try:
+                    s = buf[pos:pos + m].decode()
+                except UnicodeDecodeError as exc:
+                    raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
             f_configuration_keys.append(s)
             pos += m
-    obj = DescribeConfigsRequest_DescribeConfigsResource.__new__(DescribeConfigsRequest_DescribeConfigsResource)
+    if cython.compiled:
+        obj = DescribeConfigsRequest_DescribeConfigsResource.__new__(DescribeConfigsRequest_DescribeConfigsResource)
+    else:
+        obj = _new(DescribeConfigsRequest_DescribeConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configuration_keys = f_configuration_keys
@@ -449,7 +479,7 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(obj, out):
 
 def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
     """Decode DescribeConfigsRequest.DescribeConfigsResource (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -466,6 +496,9 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -475,7 +508,10 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -488,6 +524,9 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
             raise _w.bad_uvarint('configuration_keys', buf, pos, end)
         n_configuration_keys = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_configuration_keys = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_configuration_keys, pos = _w.read_uvarint(buf, pos, end, 'configuration_keys')
         n_configuration_keys -= 1
@@ -507,6 +546,9 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
                     raise _w.bad_uvarint("configuration_keys[%d]" % i, buf, pos, end)
                 m = (v >> 4) - 1
                 pos += v & 15
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
             else:
                 m, pos = _w.read_uvarint(buf, pos, end, "configuration_keys[%d]" % i)
                 m -= 1
@@ -517,7 +559,10 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
                 if s is None:
                     raise _w.bad_utf8_at(buf, pos, m, "configuration_keys[%d]" % i)
             else:
-                s = _w.utf8(buf, pos, m, "configuration_keys[%d]" % i)
+                try:
+                    s = buf[pos:pos + m].decode()
+                except UnicodeDecodeError as exc:
+                    raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
             f_configuration_keys.append(s)
             pos += m
     if pos < end and buf[pos] == 0:
@@ -525,7 +570,10 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsRequest_DescribeConfigsResource.__new__(DescribeConfigsRequest_DescribeConfigsResource)
+    if cython.compiled:
+        obj = DescribeConfigsRequest_DescribeConfigsResource.__new__(DescribeConfigsRequest_DescribeConfigsResource)
+    else:
+        obj = _new(DescribeConfigsRequest_DescribeConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configuration_keys = f_configuration_keys
@@ -591,7 +639,7 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_v0(buf, cur, end):
     """Decode DescribeConfigsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -603,15 +651,19 @@ def _dec_DescribeConfigsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 11:
         raise _w.bad_count('results', pos - 4, n_results, end, 11, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
-    obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    else:
+        obj = _new(DescribeConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -640,7 +692,7 @@ def _enc_DescribeConfigsResponse_v0(obj, out):
 
 def _dec_DescribeConfigsResponse_v1(buf, cur, end):
     """Decode DescribeConfigsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -652,15 +704,19 @@ def _dec_DescribeConfigsResponse_v1(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 11:
         raise _w.bad_count('results', pos - 4, n_results, end, 11, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
-    obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    else:
+        obj = _new(DescribeConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -689,7 +745,7 @@ def _enc_DescribeConfigsResponse_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_v3(buf, cur, end):
     """Decode DescribeConfigsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -701,15 +757,19 @@ def _dec_DescribeConfigsResponse_v3(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 11:
         raise _w.bad_count('results', pos - 4, n_results, end, 11, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
-    obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    else:
+        obj = _new(DescribeConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -738,7 +798,7 @@ def _enc_DescribeConfigsResponse_v3(obj, out):
 
 def _dec_DescribeConfigsResponse_v4(buf, cur, end):
     """Decode DescribeConfigsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -755,26 +815,33 @@ def _dec_DescribeConfigsResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 7:
         raise _w.bad_count('results', pos - 1, n_results, end, 7, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    if cython.compiled:
+        obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    else:
+        obj = _new(DescribeConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -812,7 +879,7 @@ def _enc_DescribeConfigsResponse_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -827,7 +894,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -847,7 +917,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -861,15 +934,19 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 7:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 7, 4)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
-    obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -932,7 +1009,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -947,7 +1024,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -967,7 +1047,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -981,15 +1064,19 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 11:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 11, 4)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
-    obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -1052,7 +1139,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1067,7 +1154,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1087,7 +1177,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -1101,15 +1194,19 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 14:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 14, 4)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
-    obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -1172,7 +1269,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1189,6 +1286,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1198,7 +1298,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1220,6 +1323,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -1229,7 +1335,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -1242,26 +1351,33 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
             raise _w.bad_uvarint('configs', buf, pos, end)
         n_configs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_configs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_configs, pos = _w.read_uvarint(buf, pos, end, 'configs')
         n_configs -= 1
     if n_configs < 0 or n_configs > (end - pos) // 9:
         raise _w.bad_count('configs', pos - 1, n_configs, end, 9, 1)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -1339,7 +1455,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1353,7 +1469,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1370,7 +1489,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1394,7 +1516,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
     if f_is_sensitive != 0 and f_is_sensitive != 1:
         raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive)
     b_is_sensitive = f_is_sensitive == 1
-    obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
     obj.name = f_name
     obj.value = f_value
     obj.read_only = b_read_only
@@ -1454,7 +1579,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1468,7 +1593,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1485,7 +1613,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1510,15 +1641,19 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
     if n_synonyms < 0 or n_synonyms > (end - pos) // 5:
         raise _w.bad_count('synonyms', pos - 4, n_synonyms, end, 5, 4)
     f_synonyms = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_synonyms):
-            f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("synonyms[%d]" % i)
-    pos = cur.pos
-    obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    if cython.compiled or n_synonyms:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_synonyms):
+                f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("synonyms[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
     obj.name = f_name
     obj.value = f_value
     obj.read_only = b_read_only
@@ -1588,7 +1723,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1602,7 +1737,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1619,7 +1757,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1644,14 +1785,15 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
     if n_synonyms < 0 or n_synonyms > (end - pos) // 5:
         raise _w.bad_count('synonyms', pos - 4, n_synonyms, end, 5, 4)
     f_synonyms = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_synonyms):
-            f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("synonyms[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_synonyms:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_synonyms):
+                f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("synonyms[%d]" % i)
+        pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_config_type__documentation, pos, end)
     if cython.compiled:
@@ -1666,13 +1808,19 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
             if f_documentation is None:
                 raise _w.bad_utf8_at(buf, pos, n_documentation, 'documentation')
         else:
-            f_documentation = _w.utf8(buf, pos, n_documentation, 'documentation')
+            try:
+                f_documentation = buf[pos:pos + n_documentation].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('documentation', pos, exc) from None
         pos += n_documentation
     elif n_documentation == -1:
         f_documentation = None
     else:
         raise _w.bad_sized('documentation', pos, n_documentation, end, 2, True)
-    obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
     obj.name = f_name
     obj.value = f_value
     obj.read_only = b_read_only
@@ -1758,7 +1906,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1768,6 +1916,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1777,7 +1928,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1790,6 +1944,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
@@ -1799,7 +1956,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1829,20 +1989,24 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             raise _w.bad_uvarint('synonyms', buf, pos, end)
         n_synonyms = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_synonyms = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_synonyms, pos = _w.read_uvarint(buf, pos, end, 'synonyms')
         n_synonyms -= 1
     if n_synonyms < 0 or n_synonyms > (end - pos) // 4:
         raise _w.bad_count('synonyms', pos - 1, n_synonyms, end, 4, 1)
     f_synonyms = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_synonyms):
-            f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("synonyms[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_synonyms:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_synonyms):
+                f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("synonyms[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_config_type, pos, end)
     if cython.compiled:
@@ -1859,6 +2023,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             raise _w.bad_uvarint('documentation', buf, pos, end)
         n_documentation = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_documentation = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_documentation, pos = _w.read_uvarint(buf, pos, end, 'documentation')
         n_documentation -= 1
@@ -1868,7 +2035,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             if f_documentation is None:
                 raise _w.bad_utf8_at(buf, pos, n_documentation, 'documentation')
         else:
-            f_documentation = _w.utf8(buf, pos, n_documentation, 'documentation')
+            try:
+                f_documentation = buf[pos:pos + n_documentation].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('documentation', pos, exc) from None
         pos += n_documentation
     elif n_documentation == -1:
         f_documentation = None
@@ -1879,7 +2049,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
     obj.name = f_name
     obj.value = f_value
     obj.read_only = b_read_only
@@ -1981,7 +2154,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1995,7 +2168,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2012,7 +2188,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -2025,7 +2204,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
     else:
         f_source = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    obj = DescribeConfigsResponse_DescribeConfigsSynonym.__new__(DescribeConfigsResponse_DescribeConfigsSynonym)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsSynonym.__new__(DescribeConfigsResponse_DescribeConfigsSynonym)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
     obj.name = f_name
     obj.value = f_value
     obj.source = f_source
@@ -2077,7 +2259,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -2087,6 +2269,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -2096,7 +2281,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -2109,6 +2297,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
@@ -2118,7 +2309,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -2136,7 +2330,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsResponse_DescribeConfigsSynonym.__new__(DescribeConfigsResponse_DescribeConfigsSynonym)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsSynonym.__new__(DescribeConfigsResponse_DescribeConfigsSynonym)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
     obj.name = f_name
     obj.value = f_value
     obj.source = f_source

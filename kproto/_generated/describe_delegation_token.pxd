@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,39 +30,39 @@ cdef class DescribeDelegationTokenResponse_DescribedDelegationToken(Struct):
 cdef class DescribeDelegationTokenResponse(Message):
     cdef public object error_code, tokens, throttle_time_ms, unknown_tagged_fields
 
-@_cy.locals(obj=DescribeDelegationTokenRequest)
+@_cy.locals(obj=DescribeDelegationTokenRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeDelegationTokenRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeDelegationTokenRequest_v0(DescribeDelegationTokenRequest obj, bytearray out)
-@_cy.locals(obj=DescribeDelegationTokenRequest)
+@_cy.locals(obj=DescribeDelegationTokenRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeDelegationTokenRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeDelegationTokenRequest_v2(DescribeDelegationTokenRequest obj, bytearray out)
-@_cy.locals(obj=DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+@_cy.locals(obj=DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, pos=Py_ssize_t)
 cdef _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner obj, bytearray out)
-@_cy.locals(obj=DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+@_cy.locals(obj=DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, pos=Py_ssize_t)
 cdef _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner obj, bytearray out)
-@_cy.locals(obj=DescribeDelegationTokenResponse)
+@_cy.locals(obj=DescribeDelegationTokenResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeDelegationTokenResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeDelegationTokenResponse_v0(DescribeDelegationTokenResponse obj, bytearray out)
-@_cy.locals(obj=DescribeDelegationTokenResponse)
+@_cy.locals(obj=DescribeDelegationTokenResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeDelegationTokenResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeDelegationTokenResponse_v2(DescribeDelegationTokenResponse obj, bytearray out)
-@_cy.locals(obj=DescribeDelegationTokenResponse)
+@_cy.locals(obj=DescribeDelegationTokenResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeDelegationTokenResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeDelegationTokenResponse_v3(DescribeDelegationTokenResponse obj, bytearray out)
-@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationToken)
+@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationToken, pos=Py_ssize_t)
 cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(DescribeDelegationTokenResponse_DescribedDelegationToken obj, bytearray out)
-@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationToken)
+@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationToken, pos=Py_ssize_t)
 cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(DescribeDelegationTokenResponse_DescribedDelegationToken obj, bytearray out)
-@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationToken)
+@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationToken, pos=Py_ssize_t)
 cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(DescribeDelegationTokenResponse_DescribedDelegationToken obj, bytearray out)
-@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, pos=Py_ssize_t)
 cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer obj, bytearray out)
-@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, pos=Py_ssize_t)
 cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer obj, bytearray out)

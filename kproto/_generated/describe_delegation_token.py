@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -63,9 +60,14 @@ _RUN_renewers = (('renewers', 0, 4),)
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeDelegationTokenRequest_v0(buf, cur, end):
     """Decode DescribeDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_owners, pos, end)
     if cython.compiled:
@@ -79,15 +81,19 @@ def _dec_DescribeDelegationTokenRequest_v0(buf, cur, end):
         raise _w.bad_count('owners', pos - 4, n_owners, end, 4, 4)
     else:
         f_owners = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_owners):
-                f_owners.append(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("owners[%d]" % i)
-        pos = cur.pos
-    obj = DescribeDelegationTokenRequest.__new__(DescribeDelegationTokenRequest)
+        if cython.compiled or n_owners:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_owners):
+                    f_owners.append(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("owners[%d]" % i)
+            pos = cur.pos
+    if cython.compiled:
+        obj = DescribeDelegationTokenRequest.__new__(DescribeDelegationTokenRequest)
+    else:
+        obj = _new(DescribeDelegationTokenRequest)
     obj.owners = f_owners
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -115,7 +121,7 @@ def _enc_DescribeDelegationTokenRequest_v0(obj, out):
 
 def _dec_DescribeDelegationTokenRequest_v2(buf, cur, end):
     """Decode DescribeDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_owners = buf[pos] - 1
         pos += 1
@@ -125,6 +131,9 @@ def _dec_DescribeDelegationTokenRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('owners', buf, pos, end)
         n_owners = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_owners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_owners, pos = _w.read_uvarint(buf, pos, end, 'owners')
         n_owners -= 1
@@ -134,20 +143,24 @@ def _dec_DescribeDelegationTokenRequest_v2(buf, cur, end):
         raise _w.bad_count('owners', pos - 1, n_owners, end, 3, 1)
     else:
         f_owners = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_owners):
-                f_owners.append(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("owners[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_owners:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_owners):
+                    f_owners.append(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("owners[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenRequest.__new__(DescribeDelegationTokenRequest)
+    if cython.compiled:
+        obj = DescribeDelegationTokenRequest.__new__(DescribeDelegationTokenRequest)
+    else:
+        obj = _new(DescribeDelegationTokenRequest)
     obj.owners = f_owners
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -180,7 +193,7 @@ def _enc_DescribeDelegationTokenRequest_v2(obj, out):
 
 def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur, end):
     """Decode DescribeDelegationTokenRequest.DescribeDelegationTokenOwner (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_type, pos, end)
     if cython.compiled:
@@ -194,7 +207,10 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -211,11 +227,17 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
-    obj = DescribeDelegationTokenRequest_DescribeDelegationTokenOwner.__new__(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+    if cython.compiled:
+        obj = DescribeDelegationTokenRequest_DescribeDelegationTokenOwner.__new__(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+    else:
+        obj = _new(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = []
@@ -261,7 +283,7 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(obj, out
 
 def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur, end):
     """Decode DescribeDelegationTokenRequest.DescribeDelegationTokenOwner (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal_type = buf[pos] - 1
         pos += 1
@@ -271,6 +293,9 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
             raise _w.bad_uvarint('principal_type', buf, pos, end)
         n_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
@@ -280,7 +305,10 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -293,6 +321,9 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
             raise _w.bad_uvarint('principal_name', buf, pos, end)
         n_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
@@ -302,7 +333,10 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -311,7 +345,10 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenRequest_DescribeDelegationTokenOwner.__new__(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+    if cython.compiled:
+        obj = DescribeDelegationTokenRequest_DescribeDelegationTokenOwner.__new__(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+    else:
+        obj = _new(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = unknown
@@ -363,7 +400,7 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out
 
 def _dec_DescribeDelegationTokenResponse_v0(buf, cur, end):
     """Decode DescribeDelegationTokenResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__tokens, pos, end)
     if cython.compiled:
@@ -375,14 +412,15 @@ def _dec_DescribeDelegationTokenResponse_v0(buf, cur, end):
     if n_tokens < 0 or n_tokens > (end - pos) // 38:
         raise _w.bad_count('tokens', pos - 4, n_tokens, end, 38, 4)
     f_tokens = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_tokens):
-            f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("tokens[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_tokens:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_tokens):
+                f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("tokens[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -390,7 +428,10 @@ def _dec_DescribeDelegationTokenResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    else:
+        obj = _new(DescribeDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.tokens = f_tokens
     obj.throttle_time_ms = f_throttle_time_ms
@@ -425,7 +466,7 @@ def _enc_DescribeDelegationTokenResponse_v0(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_v2(buf, cur, end):
     """Decode DescribeDelegationTokenResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -442,20 +483,24 @@ def _dec_DescribeDelegationTokenResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('tokens', buf, pos, end)
         n_tokens = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_tokens = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_tokens, pos = _w.read_uvarint(buf, pos, end, 'tokens')
         n_tokens -= 1
     if n_tokens < 0 or n_tokens > (end - pos) // 30:
         raise _w.bad_count('tokens', pos - 1, n_tokens, end, 30, 1)
     f_tokens = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_tokens):
-            f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("tokens[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_tokens:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_tokens):
+                f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("tokens[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -468,7 +513,10 @@ def _dec_DescribeDelegationTokenResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    else:
+        obj = _new(DescribeDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.tokens = f_tokens
     obj.throttle_time_ms = f_throttle_time_ms
@@ -512,7 +560,7 @@ def _enc_DescribeDelegationTokenResponse_v2(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_v3(buf, cur, end):
     """Decode DescribeDelegationTokenResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -529,20 +577,24 @@ def _dec_DescribeDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('tokens', buf, pos, end)
         n_tokens = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_tokens = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_tokens, pos = _w.read_uvarint(buf, pos, end, 'tokens')
         n_tokens -= 1
     if n_tokens < 0 or n_tokens > (end - pos) // 32:
         raise _w.bad_count('tokens', pos - 1, n_tokens, end, 32, 1)
     f_tokens = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_tokens):
-            f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("tokens[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_tokens:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_tokens):
+                f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("tokens[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -555,7 +607,10 @@ def _dec_DescribeDelegationTokenResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    else:
+        obj = _new(DescribeDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.tokens = f_tokens
     obj.throttle_time_ms = f_throttle_time_ms
@@ -599,7 +654,7 @@ def _enc_DescribeDelegationTokenResponse_v3(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_type, pos, end)
     if cython.compiled:
@@ -613,7 +668,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -630,7 +688,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
@@ -650,7 +711,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 2, False)
@@ -676,15 +740,19 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
     if n_renewers < 0 or n_renewers > (end - pos) // 4:
         raise _w.bad_count('renewers', pos - 4, n_renewers, end, 4, 4)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
-    obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    else:
+        obj = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.token_requester_principal_type = ''
@@ -784,7 +852,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal_type = buf[pos] - 1
         pos += 1
@@ -794,6 +862,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
             raise _w.bad_uvarint('principal_type', buf, pos, end)
         n_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
@@ -803,7 +874,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -816,6 +890,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
             raise _w.bad_uvarint('principal_name', buf, pos, end)
         n_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
@@ -825,7 +902,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -847,6 +927,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
             raise _w.bad_uvarint('token_id', buf, pos, end)
         n_token_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
@@ -856,7 +939,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
@@ -869,6 +955,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
             raise _w.bad_uvarint('hmac', buf, pos, end)
         n_hmac = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_hmac = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1
@@ -886,26 +975,33 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
             raise _w.bad_uvarint('renewers', buf, pos, end)
         n_renewers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_renewers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_renewers, pos = _w.read_uvarint(buf, pos, end, 'renewers')
         n_renewers -= 1
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    else:
+        obj = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.token_requester_principal_type = ''
@@ -1018,7 +1114,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal_type = buf[pos] - 1
         pos += 1
@@ -1028,6 +1124,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             raise _w.bad_uvarint('principal_type', buf, pos, end)
         n_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
@@ -1037,7 +1136,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -1050,6 +1152,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             raise _w.bad_uvarint('principal_name', buf, pos, end)
         n_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
@@ -1059,7 +1164,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -1072,6 +1180,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             raise _w.bad_uvarint('token_requester_principal_type', buf, pos, end)
         n_token_requester_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_requester_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_requester_principal_type, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_type')
         n_token_requester_principal_type -= 1
@@ -1081,7 +1192,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             if f_token_requester_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
         else:
-            f_token_requester_principal_type = _w.utf8(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
+            try:
+                f_token_requester_principal_type = buf[pos:pos + n_token_requester_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_requester_principal_type', pos, exc) from None
         pos += n_token_requester_principal_type
     else:
         raise _w.bad_sized('token_requester_principal_type', pos, n_token_requester_principal_type, end, 1, False)
@@ -1094,6 +1208,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             raise _w.bad_uvarint('token_requester_principal_name', buf, pos, end)
         n_token_requester_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_requester_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_requester_principal_name, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_name')
         n_token_requester_principal_name -= 1
@@ -1103,7 +1220,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             if f_token_requester_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
         else:
-            f_token_requester_principal_name = _w.utf8(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
+            try:
+                f_token_requester_principal_name = buf[pos:pos + n_token_requester_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_requester_principal_name', pos, exc) from None
         pos += n_token_requester_principal_name
     else:
         raise _w.bad_sized('token_requester_principal_name', pos, n_token_requester_principal_name, end, 1, False)
@@ -1125,6 +1245,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             raise _w.bad_uvarint('token_id', buf, pos, end)
         n_token_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
@@ -1134,7 +1257,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
@@ -1147,6 +1273,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             raise _w.bad_uvarint('hmac', buf, pos, end)
         n_hmac = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_hmac = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1
@@ -1164,26 +1293,33 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             raise _w.bad_uvarint('renewers', buf, pos, end)
         n_renewers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_renewers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_renewers, pos = _w.read_uvarint(buf, pos, end, 'renewers')
         n_renewers -= 1
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    else:
+        obj = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.token_requester_principal_type = f_token_requester_principal_type
@@ -1324,7 +1460,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_type, pos, end)
     if cython.compiled:
@@ -1338,7 +1474,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf,
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -1355,11 +1494,17 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf,
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
-    obj = DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer.__new__(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer.__new__(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+    else:
+        obj = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = []
@@ -1405,7 +1550,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(obj,
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal_type = buf[pos] - 1
         pos += 1
@@ -1415,6 +1560,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
             raise _w.bad_uvarint('principal_type', buf, pos, end)
         n_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
@@ -1424,7 +1572,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -1437,6 +1588,9 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
             raise _w.bad_uvarint('principal_name', buf, pos, end)
         n_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
@@ -1446,7 +1600,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -1455,7 +1612,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer.__new__(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer.__new__(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+    else:
+        obj = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = unknown

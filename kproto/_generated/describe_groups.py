@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -71,9 +68,14 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_throttle_time_ms__groups = (('throttle_time_ms', 0, 4), ('groups', 4, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeGroupsRequest_v0(buf, cur, end):
     """Decode DescribeGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -96,10 +98,16 @@ def _dec_DescribeGroupsRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "groups[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
         f_groups.append(s)
         pos += m
-    obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    if cython.compiled:
+        obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    else:
+        obj = _new(DescribeGroupsRequest)
     obj.groups = f_groups
     obj.include_authorized_operations = False
     obj.unknown_tagged_fields = []
@@ -134,7 +142,7 @@ def _enc_DescribeGroupsRequest_v0(obj, out):
 
 def _dec_DescribeGroupsRequest_v3(buf, cur, end):
     """Decode DescribeGroupsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -157,7 +165,10 @@ def _dec_DescribeGroupsRequest_v3(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "groups[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
         f_groups.append(s)
         pos += m
     if end - pos < 1:
@@ -170,7 +181,10 @@ def _dec_DescribeGroupsRequest_v3(buf, cur, end):
     if f_include_authorized_operations != 0 and f_include_authorized_operations != 1:
         raise _w.bad_bool('include_authorized_operations', pos - 1, f_include_authorized_operations)
     b_include_authorized_operations = f_include_authorized_operations == 1
-    obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    if cython.compiled:
+        obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    else:
+        obj = _new(DescribeGroupsRequest)
     obj.groups = f_groups
     obj.include_authorized_operations = b_include_authorized_operations
     obj.unknown_tagged_fields = []
@@ -208,7 +222,7 @@ def _enc_DescribeGroupsRequest_v3(obj, out):
 
 def _dec_DescribeGroupsRequest_v5(buf, cur, end):
     """Decode DescribeGroupsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -218,6 +232,9 @@ def _dec_DescribeGroupsRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
@@ -234,6 +251,9 @@ def _dec_DescribeGroupsRequest_v5(buf, cur, end):
                 raise _w.bad_uvarint("groups[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "groups[%d]" % i)
             m -= 1
@@ -244,7 +264,10 @@ def _dec_DescribeGroupsRequest_v5(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "groups[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
         f_groups.append(s)
         pos += m
     if end - pos < 1:
@@ -262,7 +285,10 @@ def _dec_DescribeGroupsRequest_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    if cython.compiled:
+        obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    else:
+        obj = _new(DescribeGroupsRequest)
     obj.groups = f_groups
     obj.include_authorized_operations = b_include_authorized_operations
     obj.unknown_tagged_fields = unknown
@@ -310,7 +336,7 @@ def _enc_DescribeGroupsRequest_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_v0(buf, cur, end):
     """Decode DescribeGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -321,15 +347,19 @@ def _dec_DescribeGroupsResponse_v0(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 14:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 14, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = 0
     obj.groups = f_groups
     obj.unknown_tagged_fields = []
@@ -357,7 +387,7 @@ def _enc_DescribeGroupsResponse_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_v1(buf, cur, end):
     """Decode DescribeGroupsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -369,15 +399,19 @@ def _dec_DescribeGroupsResponse_v1(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 14:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 14, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = []
@@ -406,7 +440,7 @@ def _enc_DescribeGroupsResponse_v1(obj, out):
 
 def _dec_DescribeGroupsResponse_v3(buf, cur, end):
     """Decode DescribeGroupsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -418,15 +452,19 @@ def _dec_DescribeGroupsResponse_v3(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 18:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 18, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = []
@@ -455,7 +493,7 @@ def _enc_DescribeGroupsResponse_v3(obj, out):
 
 def _dec_DescribeGroupsResponse_v4(buf, cur, end):
     """Decode DescribeGroupsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -467,15 +505,19 @@ def _dec_DescribeGroupsResponse_v4(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 18:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 18, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = []
@@ -504,7 +546,7 @@ def _enc_DescribeGroupsResponse_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_v5(buf, cur, end):
     """Decode DescribeGroupsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -521,26 +563,33 @@ def _dec_DescribeGroupsResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 12:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 12, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -578,7 +627,7 @@ def _enc_DescribeGroupsResponse_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_v6(buf, cur, end):
     """Decode DescribeGroupsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -595,26 +644,33 @@ def _dec_DescribeGroupsResponse_v6(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 13:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 13, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -652,7 +708,7 @@ def _enc_DescribeGroupsResponse_v6(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -667,7 +723,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -684,7 +743,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
@@ -701,7 +763,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -718,7 +783,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
             if f_protocol_data is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
-            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+            try:
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
@@ -732,15 +800,19 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 14:
         raise _w.bad_count('members', pos - 4, n_members, end, 14, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
-    obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = None
     obj.group_id = f_group_id
@@ -839,7 +911,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -854,7 +926,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -871,7 +946,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
@@ -888,7 +966,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -905,7 +986,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
             if f_protocol_data is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
-            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+            try:
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
@@ -919,14 +1003,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 14:
         raise _w.bad_count('members', pos - 4, n_members, end, 14, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -934,7 +1019,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     else:
         f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = None
     obj.group_id = f_group_id
@@ -1036,7 +1124,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -1051,7 +1139,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -1068,7 +1159,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
@@ -1085,7 +1179,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -1102,7 +1199,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
             if f_protocol_data is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
-            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+            try:
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
@@ -1116,14 +1216,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 16:
         raise _w.bad_count('members', pos - 4, n_members, end, 16, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -1131,7 +1232,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     else:
         f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = None
     obj.group_id = f_group_id
@@ -1233,7 +1337,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1250,6 +1354,9 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -1259,7 +1366,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1272,6 +1382,9 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             raise _w.bad_uvarint('group_state', buf, pos, end)
         n_group_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
@@ -1281,7 +1394,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -1294,6 +1410,9 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -1303,7 +1422,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -1316,6 +1438,9 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             raise _w.bad_uvarint('protocol_data', buf, pos, end)
         n_protocol_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_data, pos = _w.read_uvarint(buf, pos, end, 'protocol_data')
         n_protocol_data -= 1
@@ -1325,7 +1450,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             if f_protocol_data is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
-            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+            try:
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 1, False)
@@ -1338,20 +1466,24 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 7:
         raise _w.bad_count('members', pos - 1, n_members, end, 7, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -1364,7 +1496,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = None
     obj.group_id = f_group_id
@@ -1479,7 +1614,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1496,6 +1631,9 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1505,7 +1643,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1520,6 +1661,9 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -1529,7 +1673,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1542,6 +1689,9 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             raise _w.bad_uvarint('group_state', buf, pos, end)
         n_group_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
@@ -1551,7 +1701,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -1564,6 +1717,9 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -1573,7 +1729,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -1586,6 +1745,9 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             raise _w.bad_uvarint('protocol_data', buf, pos, end)
         n_protocol_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_data, pos = _w.read_uvarint(buf, pos, end, 'protocol_data')
         n_protocol_data -= 1
@@ -1595,7 +1757,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             if f_protocol_data is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
-            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+            try:
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 1, False)
@@ -1608,20 +1773,24 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 7:
         raise _w.bad_count('members', pos - 1, n_members, end, 7, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -1634,7 +1803,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.group_id = f_group_id
@@ -1763,7 +1935,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -1777,7 +1949,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1794,7 +1969,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 2, False)
@@ -1811,7 +1989,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 2, False)
@@ -1839,7 +2020,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
         pos += n_member_assignment
     else:
         raise _w.bad_sized('member_assignment', pos, n_member_assignment, end, 4, False)
-    obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroupMember)
     obj.member_id = f_member_id
     obj.group_instance_id = None
     obj.client_id = f_client_id
@@ -1928,7 +2112,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -1942,7 +2126,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1959,7 +2146,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -1978,7 +2168,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 2, False)
@@ -1995,7 +2188,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 2, False)
@@ -2023,7 +2219,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
         pos += n_member_assignment
     else:
         raise _w.bad_sized('member_assignment', pos, n_member_assignment, end, 4, False)
-    obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroupMember)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.client_id = f_client_id
@@ -2127,7 +2326,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -2137,6 +2336,9 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -2146,7 +2348,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2159,6 +2364,9 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -2168,7 +2376,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -2183,6 +2394,9 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             raise _w.bad_uvarint('client_id', buf, pos, end)
         n_client_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
@@ -2192,7 +2406,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -2205,6 +2422,9 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             raise _w.bad_uvarint('client_host', buf, pos, end)
         n_client_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
@@ -2214,7 +2434,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -2227,6 +2450,9 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             raise _w.bad_uvarint('member_metadata', buf, pos, end)
         n_member_metadata = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_metadata = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_metadata, pos = _w.read_uvarint(buf, pos, end, 'member_metadata')
         n_member_metadata -= 1
@@ -2244,6 +2470,9 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             raise _w.bad_uvarint('member_assignment', buf, pos, end)
         n_member_assignment = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_assignment = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_assignment, pos = _w.read_uvarint(buf, pos, end, 'member_assignment')
         n_member_assignment -= 1
@@ -2257,7 +2486,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroupMember)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.client_id = f_client_id

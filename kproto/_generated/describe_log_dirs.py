@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -70,9 +67,15 @@ _RUN_total_bytes__is_cordoned = (('total_bytes', 0, 8), ('usable_bytes', 8, 8), 
 _RUN_total_bytes__usable_bytes = (('total_bytes', 0, 8), ('usable_bytes', 8, 8))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_DescribeLogDirsRequest_v0(buf, cur, end):
     """Decode DescribeLogDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -86,15 +89,19 @@ def _dec_DescribeLogDirsRequest_v0(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
-    obj = DescribeLogDirsRequest.__new__(DescribeLogDirsRequest)
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
+    if cython.compiled:
+        obj = DescribeLogDirsRequest.__new__(DescribeLogDirsRequest)
+    else:
+        obj = _new(DescribeLogDirsRequest)
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -122,7 +129,7 @@ def _enc_DescribeLogDirsRequest_v0(obj, out):
 
 def _dec_DescribeLogDirsRequest_v2(buf, cur, end):
     """Decode DescribeLogDirsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -132,6 +139,9 @@ def _dec_DescribeLogDirsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -141,20 +151,24 @@ def _dec_DescribeLogDirsRequest_v2(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsRequest.__new__(DescribeLogDirsRequest)
+    if cython.compiled:
+        obj = DescribeLogDirsRequest.__new__(DescribeLogDirsRequest)
+    else:
+        obj = _new(DescribeLogDirsRequest)
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -187,7 +201,7 @@ def _enc_DescribeLogDirsRequest_v2(obj, out):
 
 def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end):
     """Decode DescribeLogDirsRequest.DescribableLogDirTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -201,7 +215,10 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -216,10 +233,15 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = DescribeLogDirsRequest_DescribableLogDirTopic.__new__(DescribeLogDirsRequest_DescribableLogDirTopic)
+    if cython.compiled:
+        obj = DescribeLogDirsRequest_DescribableLogDirTopic.__new__(DescribeLogDirsRequest_DescribableLogDirTopic)
+    else:
+        obj = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -266,7 +288,7 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v0(obj, out):
 
 def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
     """Decode DescribeLogDirsRequest.DescribableLogDirTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -276,6 +298,9 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -285,7 +310,10 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -298,6 +326,9 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -305,6 +336,8 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -313,7 +346,10 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsRequest_DescribableLogDirTopic.__new__(DescribeLogDirsRequest_DescribableLogDirTopic)
+    if cython.compiled:
+        obj = DescribeLogDirsRequest_DescribableLogDirTopic.__new__(DescribeLogDirsRequest_DescribableLogDirTopic)
+    else:
+        obj = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -366,7 +402,7 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2(obj, out):
 
 def _dec_DescribeLogDirsResponse_v0(buf, cur, end):
     """Decode DescribeLogDirsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -378,15 +414,19 @@ def _dec_DescribeLogDirsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 8:
         raise _w.bad_count('results', pos - 4, n_results, end, 8, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
-    obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    else:
+        obj = _new(DescribeLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.results = f_results
@@ -416,7 +456,7 @@ def _enc_DescribeLogDirsResponse_v0(obj, out):
 
 def _dec_DescribeLogDirsResponse_v2(buf, cur, end):
     """Decode DescribeLogDirsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -433,26 +473,33 @@ def _dec_DescribeLogDirsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    else:
+        obj = _new(DescribeLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.results = f_results
@@ -491,7 +538,7 @@ def _enc_DescribeLogDirsResponse_v2(obj, out):
 
 def _dec_DescribeLogDirsResponse_v3(buf, cur, end):
     """Decode DescribeLogDirsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -509,26 +556,33 @@ def _dec_DescribeLogDirsResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    else:
+        obj = _new(DescribeLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.results = f_results
@@ -568,7 +622,7 @@ def _enc_DescribeLogDirsResponse_v3(obj, out):
 
 def _dec_DescribeLogDirsResponse_v4(buf, cur, end):
     """Decode DescribeLogDirsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -586,26 +640,33 @@ def _dec_DescribeLogDirsResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 21:
         raise _w.bad_count('results', pos - 1, n_results, end, 21, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    else:
+        obj = _new(DescribeLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.results = f_results
@@ -645,7 +706,7 @@ def _enc_DescribeLogDirsResponse_v4(obj, out):
 
 def _dec_DescribeLogDirsResponse_v5(buf, cur, end):
     """Decode DescribeLogDirsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -663,26 +724,33 @@ def _dec_DescribeLogDirsResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 22:
         raise _w.bad_count('results', pos - 1, n_results, end, 22, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    else:
+        obj = _new(DescribeLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.results = f_results
@@ -722,7 +790,7 @@ def _enc_DescribeLogDirsResponse_v5(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__log_dir, pos, end)
     if cython.compiled:
@@ -737,7 +805,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
             if f_log_dir is None:
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
-            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+            try:
+                f_log_dir = buf[pos:pos + n_log_dir].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 2, False)
@@ -751,15 +822,19 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
     obj.error_code = f_error_code
     obj.log_dir = f_log_dir
     obj.topics = f_topics
@@ -807,7 +882,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v0(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -824,6 +899,9 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
             raise _w.bad_uvarint('log_dir', buf, pos, end)
         n_log_dir = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_log_dir = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_log_dir, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
         n_log_dir -= 1
@@ -833,7 +911,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
             if f_log_dir is None:
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
-            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+            try:
+                f_log_dir = buf[pos:pos + n_log_dir].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
@@ -846,26 +927,33 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
     obj.error_code = f_error_code
     obj.log_dir = f_log_dir
     obj.topics = f_topics
@@ -923,7 +1011,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -940,6 +1028,9 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
             raise _w.bad_uvarint('log_dir', buf, pos, end)
         n_log_dir = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_log_dir = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_log_dir, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
         n_log_dir -= 1
@@ -949,7 +1040,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
             if f_log_dir is None:
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
-            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+            try:
+                f_log_dir = buf[pos:pos + n_log_dir].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
@@ -962,20 +1056,24 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_total_bytes__usable_bytes, pos, end)
     if cython.compiled:
@@ -989,7 +1087,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
     obj.error_code = f_error_code
     obj.log_dir = f_log_dir
     obj.topics = f_topics
@@ -1053,7 +1154,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1070,6 +1171,9 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
             raise _w.bad_uvarint('log_dir', buf, pos, end)
         n_log_dir = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_log_dir = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_log_dir, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
         n_log_dir -= 1
@@ -1079,7 +1183,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
             if f_log_dir is None:
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
-            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+            try:
+                f_log_dir = buf[pos:pos + n_log_dir].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
@@ -1092,20 +1199,24 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_total_bytes__is_cordoned, pos, end)
     if cython.compiled:
@@ -1123,7 +1234,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
     obj.error_code = f_error_code
     obj.log_dir = f_log_dir
     obj.topics = f_topics
@@ -1188,7 +1302,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1202,7 +1316,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1216,15 +1333,19 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 21:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 21, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = DescribeLogDirsResponse_DescribeLogDirsTopic.__new__(DescribeLogDirsResponse_DescribeLogDirsTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsTopic.__new__(DescribeLogDirsResponse_DescribeLogDirsTopic)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1267,7 +1388,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1277,6 +1398,9 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1286,7 +1410,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1299,26 +1426,33 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 22, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse_DescribeLogDirsTopic.__new__(DescribeLogDirsResponse_DescribeLogDirsTopic)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsTopic.__new__(DescribeLogDirsResponse_DescribeLogDirsTopic)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1367,7 +1501,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
     if cython.compiled:
@@ -1381,7 +1515,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, cur, end):
     if f_is_future_key != 0 and f_is_future_key != 1:
         raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key)
     b_is_future_key = f_is_future_key == 1
-    obj = DescribeLogDirsResponse_DescribeLogDirsPartition.__new__(DescribeLogDirsResponse_DescribeLogDirsPartition)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsPartition.__new__(DescribeLogDirsResponse_DescribeLogDirsPartition)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
     obj.partition_index = f_partition_index
     obj.partition_size = f_partition_size
     obj.offset_lag = f_offset_lag
@@ -1407,7 +1544,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
     if cython.compiled:
@@ -1426,7 +1563,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse_DescribeLogDirsPartition.__new__(DescribeLogDirsResponse_DescribeLogDirsPartition)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsPartition.__new__(DescribeLogDirsResponse_DescribeLogDirsPartition)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
     obj.partition_index = f_partition_index
     obj.partition_size = f_partition_size
     obj.offset_lag = f_offset_lag

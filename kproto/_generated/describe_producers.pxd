@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,21 +33,21 @@ cdef class DescribeProducersResponse_TopicResponse(Struct):
 cdef class DescribeProducersResponse(Message):
     cdef public object throttle_time_ms, topics, unknown_tagged_fields
 
-@_cy.locals(obj=DescribeProducersRequest)
+@_cy.locals(obj=DescribeProducersRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeProducersRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeProducersRequest_v0(DescribeProducersRequest obj, bytearray out)
-@_cy.locals(obj=DescribeProducersRequest_TopicRequest)
+@_cy.locals(obj=DescribeProducersRequest_TopicRequest, pos=Py_ssize_t)
 cdef _dec_DescribeProducersRequest_TopicRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeProducersRequest_TopicRequest_v0(DescribeProducersRequest_TopicRequest obj, bytearray out)
-@_cy.locals(obj=DescribeProducersResponse)
+@_cy.locals(obj=DescribeProducersResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeProducersResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeProducersResponse_v0(DescribeProducersResponse obj, bytearray out)
-@_cy.locals(obj=DescribeProducersResponse_TopicResponse)
+@_cy.locals(obj=DescribeProducersResponse_TopicResponse, pos=Py_ssize_t)
 cdef _dec_DescribeProducersResponse_TopicResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeProducersResponse_TopicResponse_v0(DescribeProducersResponse_TopicResponse obj, bytearray out)
-@_cy.locals(obj=DescribeProducersResponse_PartitionResponse)
+@_cy.locals(obj=DescribeProducersResponse_PartitionResponse, pos=Py_ssize_t)
 cdef _dec_DescribeProducersResponse_PartitionResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeProducersResponse_PartitionResponse_v0(DescribeProducersResponse_PartitionResponse obj, bytearray out)
-@_cy.locals(obj=DescribeProducersResponse_ProducerState)
+@_cy.locals(obj=DescribeProducersResponse_ProducerState, pos=Py_ssize_t)
 cdef _dec_DescribeProducersResponse_ProducerState_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeProducersResponse_ProducerState_v0(DescribeProducersResponse_ProducerState obj, bytearray out)

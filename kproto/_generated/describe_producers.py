@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,9 +51,15 @@ _RUN_producer_id__current_txn_start_offset = (('producer_id', 0, 8), ('producer_
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_DescribeProducersRequest_v0(buf, cur, end):
     """Decode DescribeProducersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -66,26 +69,33 @@ def _dec_DescribeProducersRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersRequest.__new__(DescribeProducersRequest)
+    if cython.compiled:
+        obj = DescribeProducersRequest.__new__(DescribeProducersRequest)
+    else:
+        obj = _new(DescribeProducersRequest)
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -117,7 +127,7 @@ def _enc_DescribeProducersRequest_v0(obj, out):
 
 def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
     """Decode DescribeProducersRequest.TopicRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -127,6 +137,9 @@ def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -136,7 +149,10 @@ def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -149,6 +165,9 @@ def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
         n_partition_indexes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_indexes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_indexes, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
         n_partition_indexes -= 1
@@ -156,6 +175,8 @@ def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -164,7 +185,10 @@ def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersRequest_TopicRequest.__new__(DescribeProducersRequest_TopicRequest)
+    if cython.compiled:
+        obj = DescribeProducersRequest_TopicRequest.__new__(DescribeProducersRequest_TopicRequest)
+    else:
+        obj = _new(DescribeProducersRequest_TopicRequest)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = unknown
@@ -217,7 +241,7 @@ def _enc_DescribeProducersRequest_TopicRequest_v0(obj, out):
 
 def _dec_DescribeProducersResponse_v0(buf, cur, end):
     """Decode DescribeProducersResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -234,26 +258,33 @@ def _dec_DescribeProducersResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersResponse.__new__(DescribeProducersResponse)
+    if cython.compiled:
+        obj = DescribeProducersResponse.__new__(DescribeProducersResponse)
+    else:
+        obj = _new(DescribeProducersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -291,7 +322,7 @@ def _enc_DescribeProducersResponse_v0(obj, out):
 
 def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
     """Decode DescribeProducersResponse.TopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -301,6 +332,9 @@ def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -310,7 +344,10 @@ def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -323,26 +360,33 @@ def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 9:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 9, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersResponse_TopicResponse.__new__(DescribeProducersResponse_TopicResponse)
+    if cython.compiled:
+        obj = DescribeProducersResponse_TopicResponse.__new__(DescribeProducersResponse_TopicResponse)
+    else:
+        obj = _new(DescribeProducersResponse_TopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -391,7 +435,7 @@ def _enc_DescribeProducersResponse_TopicResponse_v0(obj, out):
 
 def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
     """Decode DescribeProducersResponse.TopicResponse.PartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -409,6 +453,9 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -418,7 +465,10 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -433,26 +483,33 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('active_producers', buf, pos, end)
         n_active_producers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_producers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_active_producers, pos = _w.read_uvarint(buf, pos, end, 'active_producers')
         n_active_producers -= 1
     if n_active_producers < 0 or n_active_producers > (end - pos) // 37:
         raise _w.bad_count('active_producers', pos - 1, n_active_producers, end, 37, 1)
     f_active_producers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_active_producers):
-            f_active_producers.append(_dec_DescribeProducersResponse_ProducerState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("active_producers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_active_producers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_active_producers):
+                f_active_producers.append(_dec_DescribeProducersResponse_ProducerState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("active_producers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersResponse_PartitionResponse.__new__(DescribeProducersResponse_PartitionResponse)
+    if cython.compiled:
+        obj = DescribeProducersResponse_PartitionResponse.__new__(DescribeProducersResponse_PartitionResponse)
+    else:
+        obj = _new(DescribeProducersResponse_PartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -509,7 +566,7 @@ def _enc_DescribeProducersResponse_PartitionResponse_v0(obj, out):
 
 def _dec_DescribeProducersResponse_ProducerState_v0(buf, cur, end):
     """Decode DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 36:
         raise _w.short_run(_RUN_producer_id__current_txn_start_offset, pos, end)
     if cython.compiled:
@@ -527,7 +584,10 @@ def _dec_DescribeProducersResponse_ProducerState_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersResponse_ProducerState.__new__(DescribeProducersResponse_ProducerState)
+    if cython.compiled:
+        obj = DescribeProducersResponse_ProducerState.__new__(DescribeProducersResponse_ProducerState)
+    else:
+        obj = _new(DescribeProducersResponse_ProducerState)
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
     obj.last_sequence = f_last_sequence

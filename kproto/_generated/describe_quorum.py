@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -68,9 +65,14 @@ _RUN_replica_id__last_caught_up_timestamp = (('replica_id', 0, 4), ('log_end_off
 _RUN_replica_id__log_end_offset = (('replica_id', 0, 4), ('log_end_offset', 4, 8))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeQuorumRequest_v0(buf, cur, end):
     """Decode DescribeQuorumRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -80,26 +82,33 @@ def _dec_DescribeQuorumRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumRequest.__new__(DescribeQuorumRequest)
+    if cython.compiled:
+        obj = DescribeQuorumRequest.__new__(DescribeQuorumRequest)
+    else:
+        obj = _new(DescribeQuorumRequest)
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -131,7 +140,7 @@ def _enc_DescribeQuorumRequest_v0(obj, out):
 
 def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
     """Decode DescribeQuorumRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -141,6 +150,9 @@ def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -150,7 +162,10 @@ def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -163,26 +178,33 @@ def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 5:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 5, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeQuorumRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeQuorumRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumRequest_TopicData.__new__(DescribeQuorumRequest_TopicData)
+    if cython.compiled:
+        obj = DescribeQuorumRequest_TopicData.__new__(DescribeQuorumRequest_TopicData)
+    else:
+        obj = _new(DescribeQuorumRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -231,7 +253,7 @@ def _enc_DescribeQuorumRequest_TopicData_v0(obj, out):
 
 def _dec_DescribeQuorumRequest_PartitionData_v0(buf, cur, end):
     """Decode DescribeQuorumRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -244,7 +266,10 @@ def _dec_DescribeQuorumRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumRequest_PartitionData.__new__(DescribeQuorumRequest_PartitionData)
+    if cython.compiled:
+        obj = DescribeQuorumRequest_PartitionData.__new__(DescribeQuorumRequest_PartitionData)
+    else:
+        obj = _new(DescribeQuorumRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -268,7 +293,7 @@ def _enc_DescribeQuorumRequest_PartitionData_v0(obj, out):
 
 def _dec_DescribeQuorumResponse_v0(buf, cur, end):
     """Decode DescribeQuorumResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -285,26 +310,33 @@ def _dec_DescribeQuorumResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    if cython.compiled:
+        obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    else:
+        obj = _new(DescribeQuorumResponse)
     obj.error_code = f_error_code
     obj.error_message = ''
     obj.topics = f_topics
@@ -346,7 +378,7 @@ def _enc_DescribeQuorumResponse_v0(obj, out):
 
 def _dec_DescribeQuorumResponse_v1(buf, cur, end):
     """Decode DescribeQuorumResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -363,26 +395,33 @@ def _dec_DescribeQuorumResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    if cython.compiled:
+        obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    else:
+        obj = _new(DescribeQuorumResponse)
     obj.error_code = f_error_code
     obj.error_message = ''
     obj.topics = f_topics
@@ -424,7 +463,7 @@ def _enc_DescribeQuorumResponse_v1(obj, out):
 
 def _dec_DescribeQuorumResponse_v2(buf, cur, end):
     """Decode DescribeQuorumResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -441,6 +480,9 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -450,7 +492,10 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -465,20 +510,24 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_nodes = buf[pos] - 1
         pos += 1
@@ -488,26 +537,33 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('nodes', buf, pos, end)
         n_nodes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_nodes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_nodes, pos = _w.read_uvarint(buf, pos, end, 'nodes')
         n_nodes -= 1
     if n_nodes < 0 or n_nodes > (end - pos) // 6:
         raise _w.bad_count('nodes', pos - 1, n_nodes, end, 6, 1)
     f_nodes = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_nodes):
-            f_nodes.append(_dec_DescribeQuorumResponse_Node_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("nodes[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_nodes:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_nodes):
+                f_nodes.append(_dec_DescribeQuorumResponse_Node_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("nodes[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    if cython.compiled:
+        obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    else:
+        obj = _new(DescribeQuorumResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.topics = f_topics
@@ -576,7 +632,7 @@ def _enc_DescribeQuorumResponse_v2(obj, out):
 
 def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -586,6 +642,9 @@ def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -595,7 +654,10 @@ def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -608,26 +670,33 @@ def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 25:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 25, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    else:
+        obj = _new(DescribeQuorumResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -676,7 +745,7 @@ def _enc_DescribeQuorumResponse_TopicData_v0(obj, out):
 
 def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -686,6 +755,9 @@ def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -695,7 +767,10 @@ def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -708,26 +783,33 @@ def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 25:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 25, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    else:
+        obj = _new(DescribeQuorumResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -776,7 +858,7 @@ def _enc_DescribeQuorumResponse_TopicData_v1(obj, out):
 
 def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -786,6 +868,9 @@ def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -795,7 +880,10 @@ def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -808,26 +896,33 @@ def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 26, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    else:
+        obj = _new(DescribeQuorumResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -876,7 +971,7 @@ def _enc_DescribeQuorumResponse_TopicData_v2(obj, out):
 
 def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
     if cython.compiled:
@@ -897,20 +992,24 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
             raise _w.bad_uvarint('current_voters', buf, pos, end)
         n_current_voters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_current_voters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_current_voters, pos = _w.read_uvarint(buf, pos, end, 'current_voters')
         n_current_voters -= 1
     if n_current_voters < 0 or n_current_voters > (end - pos) // 13:
         raise _w.bad_count('current_voters', pos - 1, n_current_voters, end, 13, 1)
     f_current_voters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_current_voters):
-            f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("current_voters[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_current_voters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_current_voters):
+                f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("current_voters[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_observers = buf[pos] - 1
         pos += 1
@@ -920,26 +1019,33 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
             raise _w.bad_uvarint('observers', buf, pos, end)
         n_observers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_observers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_observers, pos = _w.read_uvarint(buf, pos, end, 'observers')
         n_observers -= 1
     if n_observers < 0 or n_observers > (end - pos) // 13:
         raise _w.bad_count('observers', pos - 1, n_observers, end, 13, 1)
     f_observers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_observers):
-            f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("observers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_observers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_observers):
+                f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("observers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    else:
+        obj = _new(DescribeQuorumResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = ''
@@ -1000,7 +1106,7 @@ def _enc_DescribeQuorumResponse_PartitionData_v0(obj, out):
 
 def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
     if cython.compiled:
@@ -1021,20 +1127,24 @@ def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
             raise _w.bad_uvarint('current_voters', buf, pos, end)
         n_current_voters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_current_voters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_current_voters, pos = _w.read_uvarint(buf, pos, end, 'current_voters')
         n_current_voters -= 1
     if n_current_voters < 0 or n_current_voters > (end - pos) // 29:
         raise _w.bad_count('current_voters', pos - 1, n_current_voters, end, 29, 1)
     f_current_voters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_current_voters):
-            f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("current_voters[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_current_voters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_current_voters):
+                f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("current_voters[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_observers = buf[pos] - 1
         pos += 1
@@ -1044,26 +1154,33 @@ def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
             raise _w.bad_uvarint('observers', buf, pos, end)
         n_observers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_observers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_observers, pos = _w.read_uvarint(buf, pos, end, 'observers')
         n_observers -= 1
     if n_observers < 0 or n_observers > (end - pos) // 29:
         raise _w.bad_count('observers', pos - 1, n_observers, end, 29, 1)
     f_observers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_observers):
-            f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("observers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_observers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_observers):
+                f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("observers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    else:
+        obj = _new(DescribeQuorumResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = ''
@@ -1124,7 +1241,7 @@ def _enc_DescribeQuorumResponse_PartitionData_v1(obj, out):
 
 def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1142,6 +1259,9 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1151,7 +1271,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1175,20 +1298,24 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
             raise _w.bad_uvarint('current_voters', buf, pos, end)
         n_current_voters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_current_voters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_current_voters, pos = _w.read_uvarint(buf, pos, end, 'current_voters')
         n_current_voters -= 1
     if n_current_voters < 0 or n_current_voters > (end - pos) // 45:
         raise _w.bad_count('current_voters', pos - 1, n_current_voters, end, 45, 1)
     f_current_voters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_current_voters):
-            f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("current_voters[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_current_voters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_current_voters):
+                f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("current_voters[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_observers = buf[pos] - 1
         pos += 1
@@ -1198,26 +1325,33 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
             raise _w.bad_uvarint('observers', buf, pos, end)
         n_observers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_observers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_observers, pos = _w.read_uvarint(buf, pos, end, 'observers')
         n_observers -= 1
     if n_observers < 0 or n_observers > (end - pos) // 45:
         raise _w.bad_count('observers', pos - 1, n_observers, end, 45, 1)
     f_observers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_observers):
-            f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("observers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_observers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_observers):
+                f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("observers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    else:
+        obj = _new(DescribeQuorumResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -1298,7 +1432,7 @@ def _enc_DescribeQuorumResponse_PartitionData_v2(obj, out):
 
 def _dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData.ReplicaState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
     if cython.compiled:
@@ -1312,7 +1446,10 @@ def _dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    else:
+        obj = _new(DescribeQuorumResponse_ReplicaState)
     obj.replica_id = f_replica_id
     obj.replica_directory_id = _w.ZERO_UUID
     obj.log_end_offset = f_log_end_offset
@@ -1343,7 +1480,7 @@ def _enc_DescribeQuorumResponse_ReplicaState_v0(obj, out):
 
 def _dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData.ReplicaState (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 28:
         raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
     if cython.compiled:
@@ -1359,7 +1496,10 @@ def _dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    else:
+        obj = _new(DescribeQuorumResponse_ReplicaState)
     obj.replica_id = f_replica_id
     obj.replica_directory_id = _w.ZERO_UUID
     obj.log_end_offset = f_log_end_offset
@@ -1392,7 +1532,7 @@ def _enc_DescribeQuorumResponse_ReplicaState_v1(obj, out):
 
 def _dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData.ReplicaState (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_replica_id, pos, end)
     if cython.compiled:
@@ -1418,7 +1558,10 @@ def _dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    else:
+        obj = _new(DescribeQuorumResponse_ReplicaState)
     obj.replica_id = f_replica_id
     obj.replica_directory_id = f_replica_directory_id
     obj.log_end_offset = f_log_end_offset
@@ -1454,7 +1597,7 @@ def _enc_DescribeQuorumResponse_ReplicaState_v2(obj, out):
 
 def _dec_DescribeQuorumResponse_Node_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.Node (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -1471,26 +1614,33 @@ def _dec_DescribeQuorumResponse_Node_v2(buf, cur, end):
             raise _w.bad_uvarint('listeners', buf, pos, end)
         n_listeners = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
         n_listeners -= 1
     if n_listeners < 0 or n_listeners > (end - pos) // 5:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_DescribeQuorumResponse_Listener_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_DescribeQuorumResponse_Listener_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_Node.__new__(DescribeQuorumResponse_Node)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_Node.__new__(DescribeQuorumResponse_Node)
+    else:
+        obj = _new(DescribeQuorumResponse_Node)
     obj.node_id = f_node_id
     obj.listeners = f_listeners
     obj.unknown_tagged_fields = unknown
@@ -1528,7 +1678,7 @@ def _enc_DescribeQuorumResponse_Node_v2(obj, out):
 
 def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.Node.Listener (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1538,6 +1688,9 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1547,7 +1700,10 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1560,6 +1716,9 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1569,7 +1728,10 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1585,7 +1747,10 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_Listener.__new__(DescribeQuorumResponse_Listener)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_Listener.__new__(DescribeQuorumResponse_Listener)
+    else:
+        obj = _new(DescribeQuorumResponse_Listener)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -35,36 +36,36 @@ cdef class DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGr
 cdef class DescribeShareGroupOffsetsResponse(Message):
     cdef public object throttle_time_ms, groups, unknown_tagged_fields
 
-@_cy.locals(obj=DescribeShareGroupOffsetsRequest)
+@_cy.locals(obj=DescribeShareGroupOffsetsRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeShareGroupOffsetsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeShareGroupOffsetsRequest_v0(DescribeShareGroupOffsetsRequest obj, bytearray out)
-@_cy.locals(obj=DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup)
+@_cy.locals(obj=DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup, pos=Py_ssize_t)
 cdef _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup obj, bytearray out)
-@_cy.locals(obj=DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic)
+@_cy.locals(obj=DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic, pos=Py_ssize_t)
 cdef _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic obj, bytearray out)
-@_cy.locals(obj=DescribeShareGroupOffsetsResponse)
+@_cy.locals(obj=DescribeShareGroupOffsetsResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeShareGroupOffsetsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeShareGroupOffsetsResponse_v0(DescribeShareGroupOffsetsResponse obj, bytearray out)
-@_cy.locals(obj=DescribeShareGroupOffsetsResponse)
+@_cy.locals(obj=DescribeShareGroupOffsetsResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeShareGroupOffsetsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeShareGroupOffsetsResponse_v1(DescribeShareGroupOffsetsResponse obj, bytearray out)
-@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, pos=Py_ssize_t)
 cdef _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup obj, bytearray out)
-@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, pos=Py_ssize_t)
 cdef _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup obj, bytearray out)
-@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic, pos=Py_ssize_t)
 cdef _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic obj, bytearray out)
-@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic, pos=Py_ssize_t)
 cdef _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic obj, bytearray out)
-@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, pos=Py_ssize_t)
 cdef _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition obj, bytearray out)
-@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+@_cy.locals(obj=DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, pos=Py_ssize_t)
 cdef _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition obj, bytearray out)

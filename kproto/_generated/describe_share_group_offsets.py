@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,9 +53,15 @@ _RUN_partition_index__error_code_2 = (('partition_index', 0, 4), ('start_offset'
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_DescribeShareGroupOffsetsRequest_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -68,26 +71,33 @@ def _dec_DescribeShareGroupOffsetsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 3:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 3, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsRequest.__new__(DescribeShareGroupOffsetsRequest)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsRequest.__new__(DescribeShareGroupOffsetsRequest)
+    else:
+        obj = _new(DescribeShareGroupOffsetsRequest)
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -119,7 +129,7 @@ def _enc_DescribeShareGroupOffsetsRequest_v0(obj, out):
 
 def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -129,6 +139,9 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -138,7 +151,10 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -151,6 +167,9 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -160,20 +179,24 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup.__new__(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup.__new__(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup)
+    else:
+        obj = _new(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -223,7 +246,7 @@ def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_
 
 def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -233,6 +256,9 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -242,7 +268,10 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -255,6 +284,9 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -262,6 +294,8 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -270,7 +304,10 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic.__new__(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic.__new__(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic)
+    else:
+        obj = _new(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -323,7 +360,7 @@ def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
 
 def _dec_DescribeShareGroupOffsetsResponse_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -340,26 +377,33 @@ def _dec_DescribeShareGroupOffsetsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 6:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 6, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse.__new__(DescribeShareGroupOffsetsResponse)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse.__new__(DescribeShareGroupOffsetsResponse)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -397,7 +441,7 @@ def _enc_DescribeShareGroupOffsetsResponse_v0(obj, out):
 
 def _dec_DescribeShareGroupOffsetsResponse_v1(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -414,26 +458,33 @@ def _dec_DescribeShareGroupOffsetsResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 6:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 6, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse.__new__(DescribeShareGroupOffsetsResponse)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse.__new__(DescribeShareGroupOffsetsResponse)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -471,7 +522,7 @@ def _enc_DescribeShareGroupOffsetsResponse_v1(obj, out):
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -481,6 +532,9 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -490,7 +544,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -503,20 +560,24 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 19:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 19, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -533,6 +594,9 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -542,7 +606,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -553,7 +620,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -625,7 +695,7 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -635,6 +705,9 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -644,7 +717,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -657,20 +733,24 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 19:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 19, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -687,6 +767,9 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -696,7 +779,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -707,7 +793,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -779,7 +868,7 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -789,6 +878,9 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -798,7 +890,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -815,26 +910,33 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -885,7 +987,7 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -895,6 +997,9 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -904,7 +1009,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -921,26 +1029,33 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 28:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 28, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -991,7 +1106,7 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1011,6 +1126,9 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1020,7 +1138,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1031,7 +1152,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
     obj.partition_index = f_partition_index
     obj.start_offset = f_start_offset
     obj.leader_epoch = f_leader_epoch
@@ -1081,7 +1205,7 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 26:
         raise _w.short_run(_RUN_partition_index__error_code_2, pos, end)
     if cython.compiled:
@@ -1102,6 +1226,9 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1111,7 +1238,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1122,7 +1252,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
     obj.partition_index = f_partition_index
     obj.start_offset = f_start_offset
     obj.leader_epoch = f_leader_epoch

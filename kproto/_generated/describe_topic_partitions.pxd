@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -35,24 +36,24 @@ cdef class DescribeTopicPartitionsResponse_Cursor(Struct):
 cdef class DescribeTopicPartitionsResponse(Message):
     cdef public object throttle_time_ms, topics, next_cursor, unknown_tagged_fields
 
-@_cy.locals(obj=DescribeTopicPartitionsRequest)
+@_cy.locals(obj=DescribeTopicPartitionsRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeTopicPartitionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeTopicPartitionsRequest_v0(DescribeTopicPartitionsRequest obj, bytearray out)
-@_cy.locals(obj=DescribeTopicPartitionsRequest_TopicRequest)
+@_cy.locals(obj=DescribeTopicPartitionsRequest_TopicRequest, pos=Py_ssize_t)
 cdef _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeTopicPartitionsRequest_TopicRequest_v0(DescribeTopicPartitionsRequest_TopicRequest obj, bytearray out)
-@_cy.locals(obj=DescribeTopicPartitionsRequest_Cursor)
+@_cy.locals(obj=DescribeTopicPartitionsRequest_Cursor, pos=Py_ssize_t)
 cdef _dec_DescribeTopicPartitionsRequest_Cursor_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeTopicPartitionsRequest_Cursor_v0(DescribeTopicPartitionsRequest_Cursor obj, bytearray out)
-@_cy.locals(obj=DescribeTopicPartitionsResponse)
+@_cy.locals(obj=DescribeTopicPartitionsResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeTopicPartitionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeTopicPartitionsResponse_v0(DescribeTopicPartitionsResponse obj, bytearray out)
-@_cy.locals(obj=DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
+@_cy.locals(obj=DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic, pos=Py_ssize_t)
 cdef _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic obj, bytearray out)
-@_cy.locals(obj=DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
+@_cy.locals(obj=DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition, pos=Py_ssize_t)
 cdef _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition obj, bytearray out)
-@_cy.locals(obj=DescribeTopicPartitionsResponse_Cursor)
+@_cy.locals(obj=DescribeTopicPartitionsResponse_Cursor, pos=Py_ssize_t)
 cdef _dec_DescribeTopicPartitionsResponse_Cursor_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeTopicPartitionsResponse_Cursor_v0(DescribeTopicPartitionsResponse_Cursor obj, bytearray out)

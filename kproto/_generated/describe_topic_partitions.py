@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -62,9 +59,15 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_topic_authorized_operations = (('topic_authorized_operations', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -74,20 +77,24 @@ def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 2:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 2, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_response_partition_limit__cursor, pos, end)
     if cython.compiled:
@@ -112,7 +119,10 @@ def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsRequest.__new__(DescribeTopicPartitionsRequest)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsRequest.__new__(DescribeTopicPartitionsRequest)
+    else:
+        obj = _new(DescribeTopicPartitionsRequest)
     obj.topics = f_topics
     obj.response_partition_limit = f_response_partition_limit
     obj.cursor = f_cursor
@@ -156,7 +166,7 @@ def _enc_DescribeTopicPartitionsRequest_v0(obj, out):
 
 def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsRequest.TopicRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -166,6 +176,9 @@ def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -175,7 +188,10 @@ def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -184,7 +200,10 @@ def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsRequest_TopicRequest.__new__(DescribeTopicPartitionsRequest_TopicRequest)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsRequest_TopicRequest.__new__(DescribeTopicPartitionsRequest_TopicRequest)
+    else:
+        obj = _new(DescribeTopicPartitionsRequest_TopicRequest)
     obj.name = f_name
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -219,7 +238,7 @@ def _enc_DescribeTopicPartitionsRequest_TopicRequest_v0(obj, out):
 
 def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsRequest.Cursor (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -229,6 +248,9 @@ def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -238,7 +260,10 @@ def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -254,7 +279,10 @@ def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsRequest_Cursor.__new__(DescribeTopicPartitionsRequest_Cursor)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsRequest_Cursor.__new__(DescribeTopicPartitionsRequest_Cursor)
+    else:
+        obj = _new(DescribeTopicPartitionsRequest_Cursor)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = unknown
@@ -295,7 +323,7 @@ def _enc_DescribeTopicPartitionsRequest_Cursor_v0(obj, out):
 
 def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -312,20 +340,24 @@ def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_next_cursor, pos, end)
     if cython.compiled:
@@ -349,7 +381,10 @@ def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsResponse.__new__(DescribeTopicPartitionsResponse)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsResponse.__new__(DescribeTopicPartitionsResponse)
+    else:
+        obj = _new(DescribeTopicPartitionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.next_cursor = f_next_cursor
@@ -397,7 +432,7 @@ def _enc_DescribeTopicPartitionsResponse_v0(obj, out):
 
 def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -414,6 +449,9 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -423,7 +461,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -452,20 +493,24 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -478,7 +523,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic.__new__(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic.__new__(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
+    else:
+        obj = _new(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = f_topic_id
@@ -547,7 +595,7 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
 
 def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
     if cython.compiled:
@@ -567,6 +615,9 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
             raise _w.bad_uvarint('replica_nodes', buf, pos, end)
         n_replica_nodes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_replica_nodes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_replica_nodes, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
         n_replica_nodes -= 1
@@ -574,6 +625,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes, end, 4, 1)
     if cython.compiled:
         f_replica_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_replica_nodes)]
+    elif n_replica_nodes < _w.SMALL_ARRAY_MAX:
+        f_replica_nodes = list(_A_i[n_replica_nodes].unpack_from(buf, pos))
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
@@ -586,6 +639,9 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
             raise _w.bad_uvarint('isr_nodes', buf, pos, end)
         n_isr_nodes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_isr_nodes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_isr_nodes, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
         n_isr_nodes -= 1
@@ -593,6 +649,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes, end, 4, 1)
     if cython.compiled:
         f_isr_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_isr_nodes)]
+    elif n_isr_nodes < _w.SMALL_ARRAY_MAX:
+        f_isr_nodes = list(_A_i[n_isr_nodes].unpack_from(buf, pos))
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
@@ -605,6 +663,9 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
             raise _w.bad_uvarint('eligible_leader_replicas', buf, pos, end)
         n_eligible_leader_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_eligible_leader_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_eligible_leader_replicas, pos = _w.read_uvarint(buf, pos, end, 'eligible_leader_replicas')
         n_eligible_leader_replicas -= 1
@@ -615,6 +676,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
     else:
         if cython.compiled:
             f_eligible_leader_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_eligible_leader_replicas)]
+        elif n_eligible_leader_replicas < _w.SMALL_ARRAY_MAX:
+            f_eligible_leader_replicas = list(_A_i[n_eligible_leader_replicas].unpack_from(buf, pos))
         else:
             f_eligible_leader_replicas = list(_unpack_from(">%di" % n_eligible_leader_replicas, buf, pos))
         pos += n_eligible_leader_replicas * 4
@@ -627,6 +690,9 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
             raise _w.bad_uvarint('last_known_elr', buf, pos, end)
         n_last_known_elr = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_last_known_elr = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_last_known_elr, pos = _w.read_uvarint(buf, pos, end, 'last_known_elr')
         n_last_known_elr -= 1
@@ -637,6 +703,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
     else:
         if cython.compiled:
             f_last_known_elr = [_read_i(buf, pos + 4 * i) for i in range(n_last_known_elr)]
+        elif n_last_known_elr < _w.SMALL_ARRAY_MAX:
+            f_last_known_elr = list(_A_i[n_last_known_elr].unpack_from(buf, pos))
         else:
             f_last_known_elr = list(_unpack_from(">%di" % n_last_known_elr, buf, pos))
         pos += n_last_known_elr * 4
@@ -649,6 +717,9 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
             raise _w.bad_uvarint('offline_replicas', buf, pos, end)
         n_offline_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_offline_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_offline_replicas, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
         n_offline_replicas -= 1
@@ -656,6 +727,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas, end, 4, 1)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
@@ -664,7 +737,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition.__new__(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition.__new__(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
+    else:
+        obj = _new(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
     obj.error_code = f_error_code
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
@@ -786,7 +862,7 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
 
 def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsResponse.Cursor (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -796,6 +872,9 @@ def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -805,7 +884,10 @@ def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -821,7 +903,10 @@ def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsResponse_Cursor.__new__(DescribeTopicPartitionsResponse_Cursor)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsResponse_Cursor.__new__(DescribeTopicPartitionsResponse_Cursor)
+    else:
+        obj = _new(DescribeTopicPartitionsResponse_Cursor)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -26,15 +27,15 @@ cdef class DescribeTransactionsResponse_TransactionState(Struct):
 cdef class DescribeTransactionsResponse(Message):
     cdef public object throttle_time_ms, transaction_states, unknown_tagged_fields
 
-@_cy.locals(obj=DescribeTransactionsRequest)
+@_cy.locals(obj=DescribeTransactionsRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeTransactionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeTransactionsRequest_v0(DescribeTransactionsRequest obj, bytearray out)
-@_cy.locals(obj=DescribeTransactionsResponse)
+@_cy.locals(obj=DescribeTransactionsResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeTransactionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeTransactionsResponse_v0(DescribeTransactionsResponse obj, bytearray out)
-@_cy.locals(obj=DescribeTransactionsResponse_TransactionState)
+@_cy.locals(obj=DescribeTransactionsResponse_TransactionState, pos=Py_ssize_t)
 cdef _dec_DescribeTransactionsResponse_TransactionState_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeTransactionsResponse_TransactionState_v0(DescribeTransactionsResponse_TransactionState obj, bytearray out)
-@_cy.locals(obj=DescribeTransactionsResponse_TopicData)
+@_cy.locals(obj=DescribeTransactionsResponse_TopicData, pos=Py_ssize_t)
 cdef _dec_DescribeTransactionsResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeTransactionsResponse_TopicData_v0(DescribeTransactionsResponse_TopicData obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,9 +51,15 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_transaction_timeout_ms__producer_epoch = (('transaction_timeout_ms', 0, 4), ('transaction_start_time_ms', 4, 8), ('producer_id', 12, 8), ('producer_epoch', 20, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
     """Decode DescribeTransactionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_ids = buf[pos] - 1
         pos += 1
@@ -66,6 +69,9 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('transactional_ids', buf, pos, end)
         n_transactional_ids = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_ids = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_ids, pos = _w.read_uvarint(buf, pos, end, 'transactional_ids')
         n_transactional_ids -= 1
@@ -82,6 +88,9 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
                 raise _w.bad_uvarint("transactional_ids[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "transactional_ids[%d]" % i)
             m -= 1
@@ -92,7 +101,10 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "transactional_ids[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "transactional_ids[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("transactional_ids[%d]" % i, pos, exc) from None
         f_transactional_ids.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -100,7 +112,10 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTransactionsRequest.__new__(DescribeTransactionsRequest)
+    if cython.compiled:
+        obj = DescribeTransactionsRequest.__new__(DescribeTransactionsRequest)
+    else:
+        obj = _new(DescribeTransactionsRequest)
     obj.transactional_ids = f_transactional_ids
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -142,7 +157,7 @@ def _enc_DescribeTransactionsRequest_v0(obj, out):
 
 def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
     """Decode DescribeTransactionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -159,26 +174,33 @@ def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('transaction_states', buf, pos, end)
         n_transaction_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transaction_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transaction_states, pos = _w.read_uvarint(buf, pos, end, 'transaction_states')
         n_transaction_states -= 1
     if n_transaction_states < 0 or n_transaction_states > (end - pos) // 28:
         raise _w.bad_count('transaction_states', pos - 1, n_transaction_states, end, 28, 1)
     f_transaction_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_transaction_states):
-            f_transaction_states.append(_dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("transaction_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_transaction_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_transaction_states):
+                f_transaction_states.append(_dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("transaction_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTransactionsResponse.__new__(DescribeTransactionsResponse)
+    if cython.compiled:
+        obj = DescribeTransactionsResponse.__new__(DescribeTransactionsResponse)
+    else:
+        obj = _new(DescribeTransactionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.transaction_states = f_transaction_states
     obj.unknown_tagged_fields = unknown
@@ -216,7 +238,7 @@ def _enc_DescribeTransactionsResponse_v0(obj, out):
 
 def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
     """Decode DescribeTransactionsResponse.TransactionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -233,6 +255,9 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -242,7 +267,10 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -255,6 +283,9 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
             raise _w.bad_uvarint('transaction_state', buf, pos, end)
         n_transaction_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transaction_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transaction_state, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
         n_transaction_state -= 1
@@ -264,7 +295,10 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
             if f_transaction_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_transaction_state, 'transaction_state')
         else:
-            f_transaction_state = _w.utf8(buf, pos, n_transaction_state, 'transaction_state')
+            try:
+                f_transaction_state = buf[pos:pos + n_transaction_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transaction_state', pos, exc) from None
         pos += n_transaction_state
     else:
         raise _w.bad_sized('transaction_state', pos, n_transaction_state, end, 1, False)
@@ -287,26 +321,33 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTransactionsResponse_TransactionState.__new__(DescribeTransactionsResponse_TransactionState)
+    if cython.compiled:
+        obj = DescribeTransactionsResponse_TransactionState.__new__(DescribeTransactionsResponse_TransactionState)
+    else:
+        obj = _new(DescribeTransactionsResponse_TransactionState)
     obj.error_code = f_error_code
     obj.transactional_id = f_transactional_id
     obj.transaction_state = f_transaction_state
@@ -390,7 +431,7 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
 
 def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
     """Decode DescribeTransactionsResponse.TransactionState.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -400,6 +441,9 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -409,7 +453,10 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -422,6 +469,9 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -429,6 +479,8 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -437,7 +489,10 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTransactionsResponse_TopicData.__new__(DescribeTransactionsResponse_TopicData)
+    if cython.compiled:
+        obj = DescribeTransactionsResponse_TopicData.__new__(DescribeTransactionsResponse_TopicData)
+    else:
+        obj = _new(DescribeTransactionsResponse_TopicData)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,18 +30,18 @@ cdef class DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResu
 cdef class DescribeUserScramCredentialsResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, results, unknown_tagged_fields
 
-@_cy.locals(obj=DescribeUserScramCredentialsRequest)
+@_cy.locals(obj=DescribeUserScramCredentialsRequest, pos=Py_ssize_t)
 cpdef _dec_DescribeUserScramCredentialsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeUserScramCredentialsRequest_v0(DescribeUserScramCredentialsRequest obj, bytearray out)
-@_cy.locals(obj=DescribeUserScramCredentialsRequest_UserName)
+@_cy.locals(obj=DescribeUserScramCredentialsRequest_UserName, pos=Py_ssize_t)
 cdef _dec_DescribeUserScramCredentialsRequest_UserName_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeUserScramCredentialsRequest_UserName_v0(DescribeUserScramCredentialsRequest_UserName obj, bytearray out)
-@_cy.locals(obj=DescribeUserScramCredentialsResponse)
+@_cy.locals(obj=DescribeUserScramCredentialsResponse, pos=Py_ssize_t)
 cpdef _dec_DescribeUserScramCredentialsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_DescribeUserScramCredentialsResponse_v0(DescribeUserScramCredentialsResponse obj, bytearray out)
-@_cy.locals(obj=DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
+@_cy.locals(obj=DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, pos=Py_ssize_t)
 cdef _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult obj, bytearray out)
-@_cy.locals(obj=DescribeUserScramCredentialsResponse_CredentialInfo)
+@_cy.locals(obj=DescribeUserScramCredentialsResponse_CredentialInfo, pos=Py_ssize_t)
 cdef _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_DescribeUserScramCredentialsResponse_CredentialInfo_v0(DescribeUserScramCredentialsResponse_CredentialInfo obj, bytearray out)

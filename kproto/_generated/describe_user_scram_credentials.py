@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,9 +51,14 @@ _RUN_mechanism__iterations = (('mechanism', 0, 1), ('iterations', 1, 4))
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_users = buf[pos] - 1
         pos += 1
@@ -66,6 +68,9 @@ def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('users', buf, pos, end)
         n_users = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_users = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_users, pos = _w.read_uvarint(buf, pos, end, 'users')
         n_users -= 1
@@ -75,20 +80,24 @@ def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
         raise _w.bad_count('users', pos - 1, n_users, end, 2, 1)
     else:
         f_users = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_users):
-                f_users.append(_dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("users[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_users:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_users):
+                    f_users.append(_dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("users[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeUserScramCredentialsRequest.__new__(DescribeUserScramCredentialsRequest)
+    if cython.compiled:
+        obj = DescribeUserScramCredentialsRequest.__new__(DescribeUserScramCredentialsRequest)
+    else:
+        obj = _new(DescribeUserScramCredentialsRequest)
     obj.users = f_users
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -121,7 +130,7 @@ def _enc_DescribeUserScramCredentialsRequest_v0(obj, out):
 
 def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsRequest.UserName (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -131,6 +140,9 @@ def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -140,7 +152,10 @@ def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -149,7 +164,10 @@ def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeUserScramCredentialsRequest_UserName.__new__(DescribeUserScramCredentialsRequest_UserName)
+    if cython.compiled:
+        obj = DescribeUserScramCredentialsRequest_UserName.__new__(DescribeUserScramCredentialsRequest_UserName)
+    else:
+        obj = _new(DescribeUserScramCredentialsRequest_UserName)
     obj.name = f_name
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -184,7 +202,7 @@ def _enc_DescribeUserScramCredentialsRequest_UserName_v0(obj, out):
 
 def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -202,6 +220,9 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -211,7 +232,10 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -226,26 +250,33 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 6:
         raise _w.bad_count('results', pos - 1, n_results, end, 6, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeUserScramCredentialsResponse.__new__(DescribeUserScramCredentialsResponse)
+    if cython.compiled:
+        obj = DescribeUserScramCredentialsResponse.__new__(DescribeUserScramCredentialsResponse)
+    else:
+        obj = _new(DescribeUserScramCredentialsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -302,7 +333,7 @@ def _enc_DescribeUserScramCredentialsResponse_v0(obj, out):
 
 def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_user = buf[pos] - 1
         pos += 1
@@ -312,6 +343,9 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             raise _w.bad_uvarint('user', buf, pos, end)
         n_user = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_user = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_user, pos = _w.read_uvarint(buf, pos, end, 'user')
         n_user -= 1
@@ -321,7 +355,10 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             if f_user is None:
                 raise _w.bad_utf8_at(buf, pos, n_user, 'user')
         else:
-            f_user = _w.utf8(buf, pos, n_user, 'user')
+            try:
+                f_user = buf[pos:pos + n_user].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('user', pos, exc) from None
         pos += n_user
     else:
         raise _w.bad_sized('user', pos, n_user, end, 1, False)
@@ -341,6 +378,9 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -350,7 +390,10 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -365,26 +408,33 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             raise _w.bad_uvarint('credential_infos', buf, pos, end)
         n_credential_infos = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_credential_infos = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_credential_infos, pos = _w.read_uvarint(buf, pos, end, 'credential_infos')
         n_credential_infos -= 1
     if n_credential_infos < 0 or n_credential_infos > (end - pos) // 6:
         raise _w.bad_count('credential_infos', pos - 1, n_credential_infos, end, 6, 1)
     f_credential_infos = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_credential_infos):
-            f_credential_infos.append(_dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("credential_infos[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_credential_infos:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_credential_infos):
+                f_credential_infos.append(_dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("credential_infos[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult.__new__(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
+    if cython.compiled:
+        obj = DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult.__new__(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
+    else:
+        obj = _new(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
     obj.user = f_user
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -456,7 +506,7 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
 
 def _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_mechanism__iterations, pos, end)
     if cython.compiled:
@@ -470,7 +520,10 @@ def _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeUserScramCredentialsResponse_CredentialInfo.__new__(DescribeUserScramCredentialsResponse_CredentialInfo)
+    if cython.compiled:
+        obj = DescribeUserScramCredentialsResponse_CredentialInfo.__new__(DescribeUserScramCredentialsResponse_CredentialInfo)
+    else:
+        obj = _new(DescribeUserScramCredentialsResponse_CredentialInfo)
     obj.mechanism = f_mechanism
     obj.iterations = f_iterations
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,39 +30,39 @@ cdef class ElectLeadersResponse_ReplicaElectionResult(Struct):
 cdef class ElectLeadersResponse(Message):
     cdef public object throttle_time_ms, error_code, replica_election_results, unknown_tagged_fields
 
-@_cy.locals(obj=ElectLeadersRequest)
+@_cy.locals(obj=ElectLeadersRequest, pos=Py_ssize_t)
 cpdef _dec_ElectLeadersRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ElectLeadersRequest_v0(ElectLeadersRequest obj, bytearray out)
-@_cy.locals(obj=ElectLeadersRequest)
+@_cy.locals(obj=ElectLeadersRequest, pos=Py_ssize_t)
 cpdef _dec_ElectLeadersRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ElectLeadersRequest_v1(ElectLeadersRequest obj, bytearray out)
-@_cy.locals(obj=ElectLeadersRequest)
+@_cy.locals(obj=ElectLeadersRequest, pos=Py_ssize_t)
 cpdef _dec_ElectLeadersRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ElectLeadersRequest_v2(ElectLeadersRequest obj, bytearray out)
-@_cy.locals(obj=ElectLeadersRequest_TopicPartitions)
+@_cy.locals(obj=ElectLeadersRequest_TopicPartitions, pos=Py_ssize_t)
 cdef _dec_ElectLeadersRequest_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ElectLeadersRequest_TopicPartitions_v0(ElectLeadersRequest_TopicPartitions obj, bytearray out)
-@_cy.locals(obj=ElectLeadersRequest_TopicPartitions)
+@_cy.locals(obj=ElectLeadersRequest_TopicPartitions, pos=Py_ssize_t)
 cdef _dec_ElectLeadersRequest_TopicPartitions_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ElectLeadersRequest_TopicPartitions_v2(ElectLeadersRequest_TopicPartitions obj, bytearray out)
-@_cy.locals(obj=ElectLeadersResponse)
+@_cy.locals(obj=ElectLeadersResponse, pos=Py_ssize_t)
 cpdef _dec_ElectLeadersResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ElectLeadersResponse_v0(ElectLeadersResponse obj, bytearray out)
-@_cy.locals(obj=ElectLeadersResponse)
+@_cy.locals(obj=ElectLeadersResponse, pos=Py_ssize_t)
 cpdef _dec_ElectLeadersResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ElectLeadersResponse_v1(ElectLeadersResponse obj, bytearray out)
-@_cy.locals(obj=ElectLeadersResponse)
+@_cy.locals(obj=ElectLeadersResponse, pos=Py_ssize_t)
 cpdef _dec_ElectLeadersResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ElectLeadersResponse_v2(ElectLeadersResponse obj, bytearray out)
-@_cy.locals(obj=ElectLeadersResponse_ReplicaElectionResult)
+@_cy.locals(obj=ElectLeadersResponse_ReplicaElectionResult, pos=Py_ssize_t)
 cdef _dec_ElectLeadersResponse_ReplicaElectionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ElectLeadersResponse_ReplicaElectionResult_v0(ElectLeadersResponse_ReplicaElectionResult obj, bytearray out)
-@_cy.locals(obj=ElectLeadersResponse_ReplicaElectionResult)
+@_cy.locals(obj=ElectLeadersResponse_ReplicaElectionResult, pos=Py_ssize_t)
 cdef _dec_ElectLeadersResponse_ReplicaElectionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ElectLeadersResponse_ReplicaElectionResult_v2(ElectLeadersResponse_ReplicaElectionResult obj, bytearray out)
-@_cy.locals(obj=ElectLeadersResponse_PartitionResult)
+@_cy.locals(obj=ElectLeadersResponse_PartitionResult, pos=Py_ssize_t)
 cdef _dec_ElectLeadersResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ElectLeadersResponse_PartitionResult_v0(ElectLeadersResponse_PartitionResult obj, bytearray out)
-@_cy.locals(obj=ElectLeadersResponse_PartitionResult)
+@_cy.locals(obj=ElectLeadersResponse_PartitionResult, pos=Py_ssize_t)
 cdef _dec_ElectLeadersResponse_PartitionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ElectLeadersResponse_PartitionResult_v2(ElectLeadersResponse_PartitionResult obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -68,9 +65,15 @@ _RUN_topic = (('topic', 0, 2),)
 _RUN_topic_partitions = (('topic_partitions', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ElectLeadersRequest_v0(buf, cur, end):
     """Decode ElectLeadersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_partitions, pos, end)
     if cython.compiled:
@@ -84,14 +87,15 @@ def _dec_ElectLeadersRequest_v0(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 4, n_topic_partitions, end, 6, 4)
     else:
         f_topic_partitions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topic_partitions):
-                f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topic_partitions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topic_partitions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topic_partitions):
+                    f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -99,7 +103,10 @@ def _dec_ElectLeadersRequest_v0(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    if cython.compiled:
+        obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    else:
+        obj = _new(ElectLeadersRequest)
     obj.election_type = 0
     obj.topic_partitions = f_topic_partitions
     obj.timeout_ms = f_timeout_ms
@@ -136,7 +143,7 @@ def _enc_ElectLeadersRequest_v0(obj, out):
 
 def _dec_ElectLeadersRequest_v1(buf, cur, end):
     """Decode ElectLeadersRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_election_type__topic_partitions, pos, end)
     if cython.compiled:
@@ -151,14 +158,15 @@ def _dec_ElectLeadersRequest_v1(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 4, n_topic_partitions, end, 6, 4)
     else:
         f_topic_partitions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topic_partitions):
-                f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topic_partitions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topic_partitions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topic_partitions):
+                    f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -166,7 +174,10 @@ def _dec_ElectLeadersRequest_v1(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    if cython.compiled:
+        obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    else:
+        obj = _new(ElectLeadersRequest)
     obj.election_type = f_election_type
     obj.topic_partitions = f_topic_partitions
     obj.timeout_ms = f_timeout_ms
@@ -202,7 +213,7 @@ def _enc_ElectLeadersRequest_v1(obj, out):
 
 def _dec_ElectLeadersRequest_v2(buf, cur, end):
     """Decode ElectLeadersRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_election_type, pos, end)
     if cython.compiled:
@@ -219,6 +230,9 @@ def _dec_ElectLeadersRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
         n_topic_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
         n_topic_partitions -= 1
@@ -228,14 +242,15 @@ def _dec_ElectLeadersRequest_v2(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 3, 1)
     else:
         f_topic_partitions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topic_partitions):
-                f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topic_partitions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topic_partitions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topic_partitions):
+                    f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -248,7 +263,10 @@ def _dec_ElectLeadersRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    if cython.compiled:
+        obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    else:
+        obj = _new(ElectLeadersRequest)
     obj.election_type = f_election_type
     obj.topic_partitions = f_topic_partitions
     obj.timeout_ms = f_timeout_ms
@@ -293,7 +311,7 @@ def _enc_ElectLeadersRequest_v2(obj, out):
 
 def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
     """Decode ElectLeadersRequest.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -307,7 +325,10 @@ def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -322,10 +343,15 @@ def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = ElectLeadersRequest_TopicPartitions.__new__(ElectLeadersRequest_TopicPartitions)
+    if cython.compiled:
+        obj = ElectLeadersRequest_TopicPartitions.__new__(ElectLeadersRequest_TopicPartitions)
+    else:
+        obj = _new(ElectLeadersRequest_TopicPartitions)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -372,7 +398,7 @@ def _enc_ElectLeadersRequest_TopicPartitions_v0(obj, out):
 
 def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
     """Decode ElectLeadersRequest.TopicPartitions (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -382,6 +408,9 @@ def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -391,7 +420,10 @@ def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -404,6 +436,9 @@ def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -411,6 +446,8 @@ def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -419,7 +456,10 @@ def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ElectLeadersRequest_TopicPartitions.__new__(ElectLeadersRequest_TopicPartitions)
+    if cython.compiled:
+        obj = ElectLeadersRequest_TopicPartitions.__new__(ElectLeadersRequest_TopicPartitions)
+    else:
+        obj = _new(ElectLeadersRequest_TopicPartitions)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -472,7 +512,7 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
 
 def _dec_ElectLeadersResponse_v0(buf, cur, end):
     """Decode ElectLeadersResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__replica_election_results, pos, end)
     if cython.compiled:
@@ -484,15 +524,19 @@ def _dec_ElectLeadersResponse_v0(buf, cur, end):
     if n_replica_election_results < 0 or n_replica_election_results > (end - pos) // 6:
         raise _w.bad_count('replica_election_results', pos - 4, n_replica_election_results, end, 6, 4)
     f_replica_election_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_replica_election_results):
-            f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("replica_election_results[%d]" % i)
-    pos = cur.pos
-    obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    if cython.compiled or n_replica_election_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_replica_election_results):
+                f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("replica_election_results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    else:
+        obj = _new(ElectLeadersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.replica_election_results = f_replica_election_results
@@ -524,7 +568,7 @@ def _enc_ElectLeadersResponse_v0(obj, out):
 
 def _dec_ElectLeadersResponse_v1(buf, cur, end):
     """Decode ElectLeadersResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__replica_election_results_2, pos, end)
     if cython.compiled:
@@ -537,15 +581,19 @@ def _dec_ElectLeadersResponse_v1(buf, cur, end):
     if n_replica_election_results < 0 or n_replica_election_results > (end - pos) // 6:
         raise _w.bad_count('replica_election_results', pos - 4, n_replica_election_results, end, 6, 4)
     f_replica_election_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_replica_election_results):
-            f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("replica_election_results[%d]" % i)
-    pos = cur.pos
-    obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    if cython.compiled or n_replica_election_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_replica_election_results):
+                f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("replica_election_results[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    else:
+        obj = _new(ElectLeadersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.replica_election_results = f_replica_election_results
@@ -576,7 +624,7 @@ def _enc_ElectLeadersResponse_v1(obj, out):
 
 def _dec_ElectLeadersResponse_v2(buf, cur, end):
     """Decode ElectLeadersResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -594,26 +642,33 @@ def _dec_ElectLeadersResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('replica_election_results', buf, pos, end)
         n_replica_election_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_replica_election_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_replica_election_results, pos = _w.read_uvarint(buf, pos, end, 'replica_election_results')
         n_replica_election_results -= 1
     if n_replica_election_results < 0 or n_replica_election_results > (end - pos) // 3:
         raise _w.bad_count('replica_election_results', pos - 1, n_replica_election_results, end, 3, 1)
     f_replica_election_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_replica_election_results):
-            f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("replica_election_results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_replica_election_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_replica_election_results):
+                f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("replica_election_results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    if cython.compiled:
+        obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    else:
+        obj = _new(ElectLeadersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.replica_election_results = f_replica_election_results
@@ -653,7 +708,7 @@ def _enc_ElectLeadersResponse_v2(obj, out):
 
 def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -667,7 +722,10 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -681,15 +739,19 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
     if n_partition_result < 0 or n_partition_result > (end - pos) // 8:
         raise _w.bad_count('partition_result', pos - 4, n_partition_result, end, 8, 4)
     f_partition_result = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_result):
-            f_partition_result.append(_dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_result[%d]" % i)
-    pos = cur.pos
-    obj = ElectLeadersResponse_ReplicaElectionResult.__new__(ElectLeadersResponse_ReplicaElectionResult)
+    if cython.compiled or n_partition_result:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_result):
+                f_partition_result.append(_dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_result[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ElectLeadersResponse_ReplicaElectionResult.__new__(ElectLeadersResponse_ReplicaElectionResult)
+    else:
+        obj = _new(ElectLeadersResponse_ReplicaElectionResult)
     obj.topic = f_topic
     obj.partition_result = f_partition_result
     obj.unknown_tagged_fields = []
@@ -732,7 +794,7 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v0(obj, out):
 
 def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -742,6 +804,9 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -751,7 +816,10 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -764,26 +832,33 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
             raise _w.bad_uvarint('partition_result', buf, pos, end)
         n_partition_result = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_result = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_result, pos = _w.read_uvarint(buf, pos, end, 'partition_result')
         n_partition_result -= 1
     if n_partition_result < 0 or n_partition_result > (end - pos) // 8:
         raise _w.bad_count('partition_result', pos - 1, n_partition_result, end, 8, 1)
     f_partition_result = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_result):
-            f_partition_result.append(_dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_result[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_result:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_result):
+                f_partition_result.append(_dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_result[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ElectLeadersResponse_ReplicaElectionResult.__new__(ElectLeadersResponse_ReplicaElectionResult)
+    if cython.compiled:
+        obj = ElectLeadersResponse_ReplicaElectionResult.__new__(ElectLeadersResponse_ReplicaElectionResult)
+    else:
+        obj = _new(ElectLeadersResponse_ReplicaElectionResult)
     obj.topic = f_topic
     obj.partition_result = f_partition_result
     obj.unknown_tagged_fields = unknown
@@ -832,7 +907,7 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
 
 def _dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_id__error_message, pos, end)
     if cython.compiled:
@@ -848,13 +923,19 @@ def _dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
-    obj = ElectLeadersResponse_PartitionResult.__new__(ElectLeadersResponse_PartitionResult)
+    if cython.compiled:
+        obj = ElectLeadersResponse_PartitionResult.__new__(ElectLeadersResponse_PartitionResult)
+    else:
+        obj = _new(ElectLeadersResponse_PartitionResult)
     obj.partition_id = f_partition_id
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -888,7 +969,7 @@ def _enc_ElectLeadersResponse_PartitionResult_v0(obj, out):
 
 def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult.PartitionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_id__error_code, pos, end)
     if cython.compiled:
@@ -906,6 +987,9 @@ def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -915,7 +999,10 @@ def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -926,7 +1013,10 @@ def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ElectLeadersResponse_PartitionResult.__new__(ElectLeadersResponse_PartitionResult)
+    if cython.compiled:
+        obj = ElectLeadersResponse_PartitionResult.__new__(ElectLeadersResponse_PartitionResult)
+    else:
+        obj = _new(ElectLeadersResponse_PartitionResult)
     obj.partition_id = f_partition_id
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -41,48 +42,48 @@ cdef class EndQuorumEpochResponse_NodeEndpoint(Struct):
 cdef class EndQuorumEpochResponse(Message):
     cdef public object error_code, topics, node_endpoints, unknown_tagged_fields
 
-@_cy.locals(obj=EndQuorumEpochRequest)
+@_cy.locals(obj=EndQuorumEpochRequest, pos=Py_ssize_t)
 cpdef _dec_EndQuorumEpochRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_EndQuorumEpochRequest_v0(EndQuorumEpochRequest obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochRequest)
+@_cy.locals(obj=EndQuorumEpochRequest, pos=Py_ssize_t)
 cpdef _dec_EndQuorumEpochRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_EndQuorumEpochRequest_v1(EndQuorumEpochRequest obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochRequest_TopicData)
+@_cy.locals(obj=EndQuorumEpochRequest_TopicData, pos=Py_ssize_t)
 cdef _dec_EndQuorumEpochRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_EndQuorumEpochRequest_TopicData_v0(EndQuorumEpochRequest_TopicData obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochRequest_TopicData)
+@_cy.locals(obj=EndQuorumEpochRequest_TopicData, pos=Py_ssize_t)
 cdef _dec_EndQuorumEpochRequest_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_EndQuorumEpochRequest_TopicData_v1(EndQuorumEpochRequest_TopicData obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochRequest_PartitionData)
+@_cy.locals(obj=EndQuorumEpochRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_EndQuorumEpochRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_EndQuorumEpochRequest_PartitionData_v0(EndQuorumEpochRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochRequest_PartitionData)
+@_cy.locals(obj=EndQuorumEpochRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_EndQuorumEpochRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_EndQuorumEpochRequest_PartitionData_v1(EndQuorumEpochRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochRequest_ReplicaInfo)
+@_cy.locals(obj=EndQuorumEpochRequest_ReplicaInfo, pos=Py_ssize_t)
 cdef _dec_EndQuorumEpochRequest_ReplicaInfo_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_EndQuorumEpochRequest_ReplicaInfo_v1(EndQuorumEpochRequest_ReplicaInfo obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochRequest_LeaderEndpoint)
+@_cy.locals(obj=EndQuorumEpochRequest_LeaderEndpoint, pos=Py_ssize_t)
 cdef _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(EndQuorumEpochRequest_LeaderEndpoint obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochResponse)
+@_cy.locals(obj=EndQuorumEpochResponse, pos=Py_ssize_t)
 cpdef _dec_EndQuorumEpochResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_EndQuorumEpochResponse_v0(EndQuorumEpochResponse obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochResponse)
+@_cy.locals(obj=EndQuorumEpochResponse, pos=Py_ssize_t)
 cpdef _dec_EndQuorumEpochResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_EndQuorumEpochResponse_v1(EndQuorumEpochResponse obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochResponse_TopicData)
+@_cy.locals(obj=EndQuorumEpochResponse_TopicData, pos=Py_ssize_t)
 cdef _dec_EndQuorumEpochResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_EndQuorumEpochResponse_TopicData_v0(EndQuorumEpochResponse_TopicData obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochResponse_TopicData)
+@_cy.locals(obj=EndQuorumEpochResponse_TopicData, pos=Py_ssize_t)
 cdef _dec_EndQuorumEpochResponse_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_EndQuorumEpochResponse_TopicData_v1(EndQuorumEpochResponse_TopicData obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochResponse_PartitionData)
+@_cy.locals(obj=EndQuorumEpochResponse_PartitionData, pos=Py_ssize_t)
 cdef _dec_EndQuorumEpochResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_EndQuorumEpochResponse_PartitionData_v0(EndQuorumEpochResponse_PartitionData obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochResponse_PartitionData)
+@_cy.locals(obj=EndQuorumEpochResponse_PartitionData, pos=Py_ssize_t)
 cdef _dec_EndQuorumEpochResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_EndQuorumEpochResponse_PartitionData_v1(EndQuorumEpochResponse_PartitionData obj, bytearray out)
-@_cy.locals(obj=EndQuorumEpochResponse_NodeEndpoint)
+@_cy.locals(obj=EndQuorumEpochResponse_NodeEndpoint, pos=Py_ssize_t)
 cdef _dec_EndQuorumEpochResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_EndQuorumEpochResponse_NodeEndpoint_v1(EndQuorumEpochResponse_NodeEndpoint obj, bytearray out)

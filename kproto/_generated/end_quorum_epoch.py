@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -67,9 +64,15 @@ _RUN_topic_name = (('topic_name', 0, 2),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
     """Decode EndQuorumEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -83,7 +86,10 @@ def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -99,15 +105,19 @@ def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = EndQuorumEpochRequest.__new__(EndQuorumEpochRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = EndQuorumEpochRequest.__new__(EndQuorumEpochRequest)
+    else:
+        obj = _new(EndQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
     obj.topics = f_topics
     obj.leader_endpoints = []
@@ -151,7 +161,7 @@ def _enc_EndQuorumEpochRequest_v0(obj, out):
 
 def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
     """Decode EndQuorumEpochRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -161,6 +171,9 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -170,7 +183,10 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -185,20 +201,24 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_leader_endpoints = buf[pos] - 1
         pos += 1
@@ -208,26 +228,33 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('leader_endpoints', buf, pos, end)
         n_leader_endpoints = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_leader_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_leader_endpoints, pos = _w.read_uvarint(buf, pos, end, 'leader_endpoints')
         n_leader_endpoints -= 1
     if n_leader_endpoints < 0 or n_leader_endpoints > (end - pos) // 5:
         raise _w.bad_count('leader_endpoints', pos - 1, n_leader_endpoints, end, 5, 1)
     f_leader_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_leader_endpoints):
-            f_leader_endpoints.append(_dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("leader_endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_leader_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_leader_endpoints):
+                f_leader_endpoints.append(_dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("leader_endpoints[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochRequest.__new__(EndQuorumEpochRequest)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest.__new__(EndQuorumEpochRequest)
+    else:
+        obj = _new(EndQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
     obj.topics = f_topics
     obj.leader_endpoints = f_leader_endpoints
@@ -290,7 +317,7 @@ def _enc_EndQuorumEpochRequest_v1(obj, out):
 
 def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
     """Decode EndQuorumEpochRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -304,7 +331,10 @@ def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -318,15 +348,19 @@ def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_EndQuorumEpochRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = EndQuorumEpochRequest_TopicData.__new__(EndQuorumEpochRequest_TopicData)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_EndQuorumEpochRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_TopicData.__new__(EndQuorumEpochRequest_TopicData)
+    else:
+        obj = _new(EndQuorumEpochRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -369,7 +403,7 @@ def _enc_EndQuorumEpochRequest_TopicData_v0(obj, out):
 
 def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
     """Decode EndQuorumEpochRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -379,6 +413,9 @@ def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -388,7 +425,10 @@ def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -401,26 +441,33 @@ def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 14, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochRequest_TopicData.__new__(EndQuorumEpochRequest_TopicData)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_TopicData.__new__(EndQuorumEpochRequest_TopicData)
+    else:
+        obj = _new(EndQuorumEpochRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -469,7 +516,7 @@ def _enc_EndQuorumEpochRequest_TopicData_v1(obj, out):
 
 def _dec_EndQuorumEpochRequest_PartitionData_v0(buf, cur, end):
     """Decode EndQuorumEpochRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__preferred_successors, pos, end)
     if cython.compiled:
@@ -484,10 +531,15 @@ def _dec_EndQuorumEpochRequest_PartitionData_v0(buf, cur, end):
         raise _w.bad_count('preferred_successors', pos - 4, n_preferred_successors, end, 4, 4)
     if cython.compiled:
         f_preferred_successors = [_read_i(buf, pos + 4 * i) for i in range(n_preferred_successors)]
+    elif n_preferred_successors < _w.SMALL_ARRAY_MAX:
+        f_preferred_successors = list(_A_i[n_preferred_successors].unpack_from(buf, pos))
     else:
         f_preferred_successors = list(_unpack_from(">%di" % n_preferred_successors, buf, pos))
     pos += n_preferred_successors * 4
-    obj = EndQuorumEpochRequest_PartitionData.__new__(EndQuorumEpochRequest_PartitionData)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_PartitionData.__new__(EndQuorumEpochRequest_PartitionData)
+    else:
+        obj = _new(EndQuorumEpochRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
@@ -525,7 +577,7 @@ def _enc_EndQuorumEpochRequest_PartitionData_v0(obj, out):
 
 def _dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end):
     """Decode EndQuorumEpochRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -544,26 +596,33 @@ def _dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end):
             raise _w.bad_uvarint('preferred_candidates', buf, pos, end)
         n_preferred_candidates = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_preferred_candidates = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_preferred_candidates, pos = _w.read_uvarint(buf, pos, end, 'preferred_candidates')
         n_preferred_candidates -= 1
     if n_preferred_candidates < 0 or n_preferred_candidates > (end - pos) // 21:
         raise _w.bad_count('preferred_candidates', pos - 1, n_preferred_candidates, end, 21, 1)
     f_preferred_candidates = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_preferred_candidates):
-            f_preferred_candidates.append(_dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("preferred_candidates[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_preferred_candidates:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_preferred_candidates):
+                f_preferred_candidates.append(_dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("preferred_candidates[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochRequest_PartitionData.__new__(EndQuorumEpochRequest_PartitionData)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_PartitionData.__new__(EndQuorumEpochRequest_PartitionData)
+    else:
+        obj = _new(EndQuorumEpochRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
@@ -606,7 +665,7 @@ def _enc_EndQuorumEpochRequest_PartitionData_v1(obj, out):
 
 def _dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end):
     """Decode EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_candidate_id, pos, end)
     if cython.compiled:
@@ -623,7 +682,10 @@ def _dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochRequest_ReplicaInfo.__new__(EndQuorumEpochRequest_ReplicaInfo)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_ReplicaInfo.__new__(EndQuorumEpochRequest_ReplicaInfo)
+    else:
+        obj = _new(EndQuorumEpochRequest_ReplicaInfo)
     obj.candidate_id = f_candidate_id
     obj.candidate_directory_id = f_candidate_directory_id
     obj.unknown_tagged_fields = unknown
@@ -649,7 +711,7 @@ def _enc_EndQuorumEpochRequest_ReplicaInfo_v1(obj, out):
 
 def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
     """Decode EndQuorumEpochRequest.LeaderEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -659,6 +721,9 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -668,7 +733,10 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -681,6 +749,9 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -690,7 +761,10 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -706,7 +780,10 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochRequest_LeaderEndpoint.__new__(EndQuorumEpochRequest_LeaderEndpoint)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_LeaderEndpoint.__new__(EndQuorumEpochRequest_LeaderEndpoint)
+    else:
+        obj = _new(EndQuorumEpochRequest_LeaderEndpoint)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port
@@ -764,7 +841,7 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
 
 def _dec_EndQuorumEpochResponse_v0(buf, cur, end):
     """Decode EndQuorumEpochResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__topics, pos, end)
     if cython.compiled:
@@ -776,15 +853,19 @@ def _dec_EndQuorumEpochResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = EndQuorumEpochResponse.__new__(EndQuorumEpochResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = EndQuorumEpochResponse.__new__(EndQuorumEpochResponse)
+    else:
+        obj = _new(EndQuorumEpochResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = []
@@ -816,7 +897,7 @@ def _enc_EndQuorumEpochResponse_v0(obj, out):
 
 def _dec_EndQuorumEpochResponse_v1(buf, cur, end):
     """Decode EndQuorumEpochResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -833,20 +914,24 @@ def _dec_EndQuorumEpochResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     f_node_endpoints = []
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -864,24 +949,31 @@ def _dec_EndQuorumEpochResponse_v1(buf, cur, end):
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
                     n_node_endpoints = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
                     n_node_endpoints -= 1
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 8:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 8, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = EndQuorumEpochResponse.__new__(EndQuorumEpochResponse)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse.__new__(EndQuorumEpochResponse)
+    else:
+        obj = _new(EndQuorumEpochResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = f_node_endpoints
@@ -937,7 +1029,7 @@ def _enc_EndQuorumEpochResponse_v1(obj, out):
 
 def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
     """Decode EndQuorumEpochResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -951,7 +1043,10 @@ def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -965,15 +1060,19 @@ def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_EndQuorumEpochResponse_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = EndQuorumEpochResponse_TopicData.__new__(EndQuorumEpochResponse_TopicData)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_EndQuorumEpochResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = EndQuorumEpochResponse_TopicData.__new__(EndQuorumEpochResponse_TopicData)
+    else:
+        obj = _new(EndQuorumEpochResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1016,7 +1115,7 @@ def _enc_EndQuorumEpochResponse_TopicData_v0(obj, out):
 
 def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
     """Decode EndQuorumEpochResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1026,6 +1125,9 @@ def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -1035,7 +1137,10 @@ def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1048,26 +1153,33 @@ def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_EndQuorumEpochResponse_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_EndQuorumEpochResponse_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochResponse_TopicData.__new__(EndQuorumEpochResponse_TopicData)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse_TopicData.__new__(EndQuorumEpochResponse_TopicData)
+    else:
+        obj = _new(EndQuorumEpochResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1116,7 +1228,7 @@ def _enc_EndQuorumEpochResponse_TopicData_v1(obj, out):
 
 def _dec_EndQuorumEpochResponse_PartitionData_v0(buf, cur, end):
     """Decode EndQuorumEpochResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1127,7 +1239,10 @@ def _dec_EndQuorumEpochResponse_PartitionData_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
-    obj = EndQuorumEpochResponse_PartitionData.__new__(EndQuorumEpochResponse_PartitionData)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse_PartitionData.__new__(EndQuorumEpochResponse_PartitionData)
+    else:
+        obj = _new(EndQuorumEpochResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1153,7 +1268,7 @@ def _enc_EndQuorumEpochResponse_PartitionData_v0(obj, out):
 
 def _dec_EndQuorumEpochResponse_PartitionData_v1(buf, cur, end):
     """Decode EndQuorumEpochResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1169,7 +1284,10 @@ def _dec_EndQuorumEpochResponse_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochResponse_PartitionData.__new__(EndQuorumEpochResponse_PartitionData)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse_PartitionData.__new__(EndQuorumEpochResponse_PartitionData)
+    else:
+        obj = _new(EndQuorumEpochResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1199,7 +1317,7 @@ def _enc_EndQuorumEpochResponse_PartitionData_v1(obj, out):
 
 def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode EndQuorumEpochResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -1216,6 +1334,9 @@ def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1225,7 +1346,10 @@ def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1241,7 +1365,10 @@ def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochResponse_NodeEndpoint.__new__(EndQuorumEpochResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse_NodeEndpoint.__new__(EndQuorumEpochResponse_NodeEndpoint)
+    else:
+        obj = _new(EndQuorumEpochResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,18 +21,18 @@ cdef class EndTxnRequest(Message):
 cdef class EndTxnResponse(Message):
     cdef public object throttle_time_ms, error_code, producer_id, producer_epoch, unknown_tagged_fields
 
-@_cy.locals(obj=EndTxnRequest)
+@_cy.locals(obj=EndTxnRequest, pos=Py_ssize_t)
 cpdef _dec_EndTxnRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_EndTxnRequest_v0(EndTxnRequest obj, bytearray out)
-@_cy.locals(obj=EndTxnRequest)
+@_cy.locals(obj=EndTxnRequest, pos=Py_ssize_t)
 cpdef _dec_EndTxnRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_EndTxnRequest_v3(EndTxnRequest obj, bytearray out)
-@_cy.locals(obj=EndTxnResponse)
+@_cy.locals(obj=EndTxnResponse, pos=Py_ssize_t)
 cpdef _dec_EndTxnResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_EndTxnResponse_v0(EndTxnResponse obj, bytearray out)
-@_cy.locals(obj=EndTxnResponse)
+@_cy.locals(obj=EndTxnResponse, pos=Py_ssize_t)
 cpdef _dec_EndTxnResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_EndTxnResponse_v3(EndTxnResponse obj, bytearray out)
-@_cy.locals(obj=EndTxnResponse)
+@_cy.locals(obj=EndTxnResponse, pos=Py_ssize_t)
 cpdef _dec_EndTxnResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_EndTxnResponse_v5(EndTxnResponse obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -57,9 +54,14 @@ _RUN_throttle_time_ms__producer_epoch = (('throttle_time_ms', 0, 4), ('error_cod
 _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_EndTxnRequest_v0(buf, cur, end):
     """Decode EndTxnRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -73,7 +75,10 @@ def _dec_EndTxnRequest_v0(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
@@ -89,7 +94,10 @@ def _dec_EndTxnRequest_v0(buf, cur, end):
     if f_committed != 0 and f_committed != 1:
         raise _w.bad_bool('committed', pos - 1, f_committed)
     b_committed = f_committed == 1
-    obj = EndTxnRequest.__new__(EndTxnRequest)
+    if cython.compiled:
+        obj = EndTxnRequest.__new__(EndTxnRequest)
+    else:
+        obj = _new(EndTxnRequest)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
@@ -129,7 +137,7 @@ def _enc_EndTxnRequest_v0(obj, out):
 
 def _dec_EndTxnRequest_v3(buf, cur, end):
     """Decode EndTxnRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -139,6 +147,9 @@ def _dec_EndTxnRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -148,7 +159,10 @@ def _dec_EndTxnRequest_v3(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -169,7 +183,10 @@ def _dec_EndTxnRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndTxnRequest.__new__(EndTxnRequest)
+    if cython.compiled:
+        obj = EndTxnRequest.__new__(EndTxnRequest)
+    else:
+        obj = _new(EndTxnRequest)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
@@ -214,7 +231,7 @@ def _enc_EndTxnRequest_v3(obj, out):
 
 def _dec_EndTxnResponse_v0(buf, cur, end):
     """Decode EndTxnResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -223,7 +240,10 @@ def _dec_EndTxnResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = EndTxnResponse.__new__(EndTxnResponse)
+    if cython.compiled:
+        obj = EndTxnResponse.__new__(EndTxnResponse)
+    else:
+        obj = _new(EndTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = -1
@@ -247,7 +267,7 @@ def _enc_EndTxnResponse_v0(obj, out):
 
 def _dec_EndTxnResponse_v3(buf, cur, end):
     """Decode EndTxnResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -261,7 +281,10 @@ def _dec_EndTxnResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndTxnResponse.__new__(EndTxnResponse)
+    if cython.compiled:
+        obj = EndTxnResponse.__new__(EndTxnResponse)
+    else:
+        obj = _new(EndTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = -1
@@ -289,7 +312,7 @@ def _enc_EndTxnResponse_v3(obj, out):
 
 def _dec_EndTxnResponse_v5(buf, cur, end):
     """Decode EndTxnResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_throttle_time_ms__producer_epoch, pos, end)
     if cython.compiled:
@@ -305,7 +328,10 @@ def _dec_EndTxnResponse_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndTxnResponse.__new__(EndTxnResponse)
+    if cython.compiled:
+        obj = EndTxnResponse.__new__(EndTxnResponse)
+    else:
+        obj = _new(EndTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = f_producer_id

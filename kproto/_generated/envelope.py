@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -50,9 +47,14 @@ _S_h = _struct.Struct(">h")
 _RUN_error_code = (('error_code', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_EnvelopeRequest_v0(buf, cur, end):
     """Decode EnvelopeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_request_data = buf[pos] - 1
         pos += 1
@@ -62,6 +64,9 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('request_data', buf, pos, end)
         n_request_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_request_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_request_data, pos = _w.read_uvarint(buf, pos, end, 'request_data')
         n_request_data -= 1
@@ -79,6 +84,9 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('request_principal', buf, pos, end)
         n_request_principal = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_request_principal = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_request_principal, pos = _w.read_uvarint(buf, pos, end, 'request_principal')
         n_request_principal -= 1
@@ -98,6 +106,9 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('client_host_address', buf, pos, end)
         n_client_host_address = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_host_address = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_host_address, pos = _w.read_uvarint(buf, pos, end, 'client_host_address')
         n_client_host_address -= 1
@@ -111,7 +122,10 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EnvelopeRequest.__new__(EnvelopeRequest)
+    if cython.compiled:
+        obj = EnvelopeRequest.__new__(EnvelopeRequest)
+    else:
+        obj = _new(EnvelopeRequest)
     obj.request_data = f_request_data
     obj.request_principal = f_request_principal
     obj.client_host_address = f_client_host_address
@@ -171,7 +185,7 @@ def _enc_EnvelopeRequest_v0(obj, out):
 
 def _dec_EnvelopeResponse_v0(buf, cur, end):
     """Decode EnvelopeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_response_data = buf[pos] - 1
         pos += 1
@@ -181,6 +195,9 @@ def _dec_EnvelopeResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('response_data', buf, pos, end)
         n_response_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_response_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_response_data, pos = _w.read_uvarint(buf, pos, end, 'response_data')
         n_response_data -= 1
@@ -203,7 +220,10 @@ def _dec_EnvelopeResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EnvelopeResponse.__new__(EnvelopeResponse)
+    if cython.compiled:
+        obj = EnvelopeResponse.__new__(EnvelopeResponse)
+    else:
+        obj = _new(EnvelopeResponse)
     obj.response_data = f_response_data
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

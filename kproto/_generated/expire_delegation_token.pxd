@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,15 +21,15 @@ cdef class ExpireDelegationTokenRequest(Message):
 cdef class ExpireDelegationTokenResponse(Message):
     cdef public object error_code, expiry_timestamp_ms, throttle_time_ms, unknown_tagged_fields
 
-@_cy.locals(obj=ExpireDelegationTokenRequest)
+@_cy.locals(obj=ExpireDelegationTokenRequest, pos=Py_ssize_t)
 cpdef _dec_ExpireDelegationTokenRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ExpireDelegationTokenRequest_v0(ExpireDelegationTokenRequest obj, bytearray out)
-@_cy.locals(obj=ExpireDelegationTokenRequest)
+@_cy.locals(obj=ExpireDelegationTokenRequest, pos=Py_ssize_t)
 cpdef _dec_ExpireDelegationTokenRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ExpireDelegationTokenRequest_v2(ExpireDelegationTokenRequest obj, bytearray out)
-@_cy.locals(obj=ExpireDelegationTokenResponse)
+@_cy.locals(obj=ExpireDelegationTokenResponse, pos=Py_ssize_t)
 cpdef _dec_ExpireDelegationTokenResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ExpireDelegationTokenResponse_v0(ExpireDelegationTokenResponse obj, bytearray out)
-@_cy.locals(obj=ExpireDelegationTokenResponse)
+@_cy.locals(obj=ExpireDelegationTokenResponse, pos=Py_ssize_t)
 cpdef _dec_ExpireDelegationTokenResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ExpireDelegationTokenResponse_v2(ExpireDelegationTokenResponse obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,9 +51,14 @@ _RUN_expiry_time_period_ms = (('expiry_time_period_ms', 0, 8),)
 _RUN_hmac = (('hmac', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_ExpireDelegationTokenRequest_v0(buf, cur, end):
     """Decode ExpireDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_hmac, pos, end)
     if cython.compiled:
@@ -76,7 +78,10 @@ def _dec_ExpireDelegationTokenRequest_v0(buf, cur, end):
     else:
         f_expiry_time_period_ms = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    obj = ExpireDelegationTokenRequest.__new__(ExpireDelegationTokenRequest)
+    if cython.compiled:
+        obj = ExpireDelegationTokenRequest.__new__(ExpireDelegationTokenRequest)
+    else:
+        obj = _new(ExpireDelegationTokenRequest)
     obj.hmac = f_hmac
     obj.expiry_time_period_ms = f_expiry_time_period_ms
     obj.unknown_tagged_fields = []
@@ -109,7 +114,7 @@ def _enc_ExpireDelegationTokenRequest_v0(obj, out):
 
 def _dec_ExpireDelegationTokenRequest_v2(buf, cur, end):
     """Decode ExpireDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_hmac = buf[pos] - 1
         pos += 1
@@ -119,6 +124,9 @@ def _dec_ExpireDelegationTokenRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('hmac', buf, pos, end)
         n_hmac = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_hmac = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1
@@ -139,7 +147,10 @@ def _dec_ExpireDelegationTokenRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ExpireDelegationTokenRequest.__new__(ExpireDelegationTokenRequest)
+    if cython.compiled:
+        obj = ExpireDelegationTokenRequest.__new__(ExpireDelegationTokenRequest)
+    else:
+        obj = _new(ExpireDelegationTokenRequest)
     obj.hmac = f_hmac
     obj.expiry_time_period_ms = f_expiry_time_period_ms
     obj.unknown_tagged_fields = unknown
@@ -177,7 +188,7 @@ def _enc_ExpireDelegationTokenRequest_v2(obj, out):
 
 def _dec_ExpireDelegationTokenResponse_v0(buf, cur, end):
     """Decode ExpireDelegationTokenResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__throttle_time_ms, pos, end)
     if cython.compiled:
@@ -187,7 +198,10 @@ def _dec_ExpireDelegationTokenResponse_v0(buf, cur, end):
     else:
         f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms = _S_hqi.unpack_from(buf, pos)
     pos += 14
-    obj = ExpireDelegationTokenResponse.__new__(ExpireDelegationTokenResponse)
+    if cython.compiled:
+        obj = ExpireDelegationTokenResponse.__new__(ExpireDelegationTokenResponse)
+    else:
+        obj = _new(ExpireDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.expiry_timestamp_ms = f_expiry_timestamp_ms
     obj.throttle_time_ms = f_throttle_time_ms
@@ -211,7 +225,7 @@ def _enc_ExpireDelegationTokenResponse_v0(obj, out):
 
 def _dec_ExpireDelegationTokenResponse_v2(buf, cur, end):
     """Decode ExpireDelegationTokenResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__throttle_time_ms, pos, end)
     if cython.compiled:
@@ -226,7 +240,10 @@ def _dec_ExpireDelegationTokenResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ExpireDelegationTokenResponse.__new__(ExpireDelegationTokenResponse)
+    if cython.compiled:
+        obj = ExpireDelegationTokenResponse.__new__(ExpireDelegationTokenResponse)
+    else:
+        obj = _new(ExpireDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.expiry_timestamp_ms = f_expiry_timestamp_ms
     obj.throttle_time_ms = f_throttle_time_ms

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -104,9 +101,15 @@ _RUN_throttle_time_ms__session_id = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_topic = (('topic', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_FetchRequest_v0(buf, cur, end):
     """Decode FetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -120,18 +123,29 @@ def _dec_FetchRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = 2147483647
@@ -173,7 +187,7 @@ def _enc_FetchRequest_v0(obj, out):
 
 def _dec_FetchRequest_v3(buf, cur, end):
     """Decode FetchRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
     if cython.compiled:
@@ -188,18 +202,29 @@ def _dec_FetchRequest_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -242,7 +267,7 @@ def _enc_FetchRequest_v3(obj, out):
 
 def _dec_FetchRequest_v4(buf, cur, end):
     """Decode FetchRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_replica_id__topics_3, pos, end)
     if cython.compiled:
@@ -258,18 +283,29 @@ def _dec_FetchRequest_v4(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -313,7 +349,7 @@ def _enc_FetchRequest_v4(obj, out):
 
 def _dec_FetchRequest_v5(buf, cur, end):
     """Decode FetchRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_replica_id__topics_3, pos, end)
     if cython.compiled:
@@ -329,18 +365,29 @@ def _dec_FetchRequest_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -384,7 +431,7 @@ def _enc_FetchRequest_v5(obj, out):
 
 def _dec_FetchRequest_v7(buf, cur, end):
     """Decode FetchRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 29:
         raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
     if cython.compiled:
@@ -402,14 +449,15 @@ def _dec_FetchRequest_v7(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
     if cython.compiled:
@@ -420,18 +468,29 @@ def _dec_FetchRequest_v7(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
         raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -487,7 +546,7 @@ def _enc_FetchRequest_v7(obj, out):
 
 def _dec_FetchRequest_v9(buf, cur, end):
     """Decode FetchRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 29:
         raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
     if cython.compiled:
@@ -505,14 +564,15 @@ def _dec_FetchRequest_v9(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
     if cython.compiled:
@@ -523,18 +583,29 @@ def _dec_FetchRequest_v9(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
         raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -590,7 +661,7 @@ def _enc_FetchRequest_v9(obj, out):
 
 def _dec_FetchRequest_v11(buf, cur, end):
     """Decode FetchRequest (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 29:
         raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
     if cython.compiled:
@@ -608,14 +679,15 @@ def _dec_FetchRequest_v11(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
     if cython.compiled:
@@ -626,14 +698,15 @@ def _dec_FetchRequest_v11(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
         raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_rack_id, pos, end)
     if cython.compiled:
@@ -647,14 +720,27 @@ def _dec_FetchRequest_v11(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 2, False)
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -725,7 +811,7 @@ def _enc_FetchRequest_v11(obj, out):
 
 def _dec_FetchRequest_v12(buf, cur, end):
     """Decode FetchRequest (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 25:
         raise _w.short_run(_RUN_replica_id__session_epoch, pos, end)
     if cython.compiled:
@@ -748,20 +834,24 @@ def _dec_FetchRequest_v12(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -771,20 +861,24 @@ def _dec_FetchRequest_v12(buf, cur, end):
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
         n_forgotten_topics_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
         n_forgotten_topics_data -= 1
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 3:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 3, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -794,6 +888,9 @@ def _dec_FetchRequest_v12(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -803,7 +900,10 @@ def _dec_FetchRequest_v12(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
@@ -824,6 +924,9 @@ def _dec_FetchRequest_v12(buf, cur, end):
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
                     n_cluster_id = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
@@ -833,7 +936,10 @@ def _dec_FetchRequest_v12(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -842,10 +948,20 @@ def _dec_FetchRequest_v12(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -947,7 +1063,7 @@ def _enc_FetchRequest_v12(obj, out):
 
 def _dec_FetchRequest_v13(buf, cur, end):
     """Decode FetchRequest (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 25:
         raise _w.short_run(_RUN_replica_id__session_epoch, pos, end)
     if cython.compiled:
@@ -970,20 +1086,24 @@ def _dec_FetchRequest_v13(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -993,20 +1113,24 @@ def _dec_FetchRequest_v13(buf, cur, end):
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
         n_forgotten_topics_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
         n_forgotten_topics_data -= 1
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -1016,6 +1140,9 @@ def _dec_FetchRequest_v13(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -1025,7 +1152,10 @@ def _dec_FetchRequest_v13(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
@@ -1046,6 +1176,9 @@ def _dec_FetchRequest_v13(buf, cur, end):
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
                     n_cluster_id = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
@@ -1055,7 +1188,10 @@ def _dec_FetchRequest_v13(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1064,10 +1200,20 @@ def _dec_FetchRequest_v13(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -1169,7 +1315,7 @@ def _enc_FetchRequest_v13(obj, out):
 
 def _dec_FetchRequest_v15(buf, cur, end):
     """Decode FetchRequest (v15 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
     if cython.compiled:
@@ -1191,20 +1337,24 @@ def _dec_FetchRequest_v15(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -1214,20 +1364,24 @@ def _dec_FetchRequest_v15(buf, cur, end):
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
         n_forgotten_topics_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
         n_forgotten_topics_data -= 1
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -1237,6 +1391,9 @@ def _dec_FetchRequest_v15(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -1246,12 +1403,22 @@ def _dec_FetchRequest_v15(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
-    f_replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        f_replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        f_replica_state = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1268,6 +1435,9 @@ def _dec_FetchRequest_v15(buf, cur, end):
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
                     n_cluster_id = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
@@ -1277,7 +1447,10 @@ def _dec_FetchRequest_v15(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1295,7 +1468,10 @@ def _dec_FetchRequest_v15(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_state', 1, pos, t_end)
         pos = after
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = -1
     obj.replica_state = f_replica_state
@@ -1404,7 +1580,7 @@ def _enc_FetchRequest_v15(obj, out):
 
 def _dec_FetchRequest_v17(buf, cur, end):
     """Decode FetchRequest (v17 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
     if cython.compiled:
@@ -1426,20 +1602,24 @@ def _dec_FetchRequest_v17(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v17(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v17(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -1449,20 +1629,24 @@ def _dec_FetchRequest_v17(buf, cur, end):
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
         n_forgotten_topics_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
         n_forgotten_topics_data -= 1
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -1472,6 +1656,9 @@ def _dec_FetchRequest_v17(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -1481,12 +1668,22 @@ def _dec_FetchRequest_v17(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
-    f_replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        f_replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        f_replica_state = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1503,6 +1700,9 @@ def _dec_FetchRequest_v17(buf, cur, end):
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
                     n_cluster_id = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
@@ -1512,7 +1712,10 @@ def _dec_FetchRequest_v17(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1530,7 +1733,10 @@ def _dec_FetchRequest_v17(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_state', 1, pos, t_end)
         pos = after
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = -1
     obj.replica_state = f_replica_state
@@ -1639,7 +1845,7 @@ def _enc_FetchRequest_v17(obj, out):
 
 def _dec_FetchRequest_v18(buf, cur, end):
     """Decode FetchRequest (v18 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
     if cython.compiled:
@@ -1661,20 +1867,24 @@ def _dec_FetchRequest_v18(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v18(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v18(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -1684,20 +1894,24 @@ def _dec_FetchRequest_v18(buf, cur, end):
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
         n_forgotten_topics_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
         n_forgotten_topics_data -= 1
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -1707,6 +1921,9 @@ def _dec_FetchRequest_v18(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -1716,12 +1933,22 @@ def _dec_FetchRequest_v18(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
-    f_replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        f_replica_state = FetchRequest_ReplicaState()
+    else:
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        f_replica_state = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1738,6 +1965,9 @@ def _dec_FetchRequest_v18(buf, cur, end):
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
                     n_cluster_id = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
@@ -1747,7 +1977,10 @@ def _dec_FetchRequest_v18(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1765,7 +1998,10 @@ def _dec_FetchRequest_v18(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_state', 1, pos, t_end)
         pos = after
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = -1
     obj.replica_state = f_replica_state
@@ -1874,7 +2110,7 @@ def _enc_FetchRequest_v18(obj, out):
 
 def _dec_FetchRequest_ReplicaState_v15(buf, cur, end):
     """Decode FetchRequest.ReplicaState (v15 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_replica_id__replica_epoch, pos, end)
     if cython.compiled:
@@ -1888,7 +2124,10 @@ def _dec_FetchRequest_ReplicaState_v15(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_ReplicaState.__new__(FetchRequest_ReplicaState)
+    if cython.compiled:
+        obj = FetchRequest_ReplicaState.__new__(FetchRequest_ReplicaState)
+    else:
+        obj = _new(FetchRequest_ReplicaState)
     obj.replica_id = f_replica_id
     obj.replica_epoch = f_replica_epoch
     obj.unknown_tagged_fields = unknown
@@ -1914,7 +2153,7 @@ def _enc_FetchRequest_ReplicaState_v15(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -1928,7 +2167,10 @@ def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -1942,15 +2184,19 @@ def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1994,7 +2240,7 @@ def _enc_FetchRequest_FetchTopic_v0(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -2008,7 +2254,10 @@ def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -2022,15 +2271,19 @@ def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 24:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 24, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2074,7 +2327,7 @@ def _enc_FetchRequest_FetchTopic_v5(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -2088,7 +2341,10 @@ def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -2102,15 +2358,19 @@ def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 28:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 28, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2154,7 +2414,7 @@ def _enc_FetchRequest_FetchTopic_v9(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -2164,6 +2424,9 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -2173,7 +2436,10 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -2186,26 +2452,33 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2255,7 +2528,7 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2269,26 +2542,33 @@ def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -2323,7 +2603,7 @@ def _enc_FetchRequest_FetchTopic_v13(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v17 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2337,26 +2617,33 @@ def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v17(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v17(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -2391,7 +2678,7 @@ def _enc_FetchRequest_FetchTopic_v17(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v18 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2405,26 +2692,33 @@ def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v18(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v18(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -2459,7 +2753,7 @@ def _enc_FetchRequest_FetchTopic_v18(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v0(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition__partition_max_bytes, pos, end)
     if cython.compiled:
@@ -2469,7 +2763,10 @@ def _dec_FetchRequest_FetchPartition_v0(buf, cur, end):
     else:
         f_partition, f_fetch_offset, f_partition_max_bytes = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = -1
     obj.fetch_offset = f_fetch_offset
@@ -2500,7 +2797,7 @@ def _enc_FetchRequest_FetchPartition_v0(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v5(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 24:
         raise _w.short_run(_RUN_partition__partition_max_bytes_2, pos, end)
     if cython.compiled:
@@ -2511,7 +2808,10 @@ def _dec_FetchRequest_FetchPartition_v5(buf, cur, end):
     else:
         f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _S_iqqi.unpack_from(buf, pos)
     pos += 24
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = -1
     obj.fetch_offset = f_fetch_offset
@@ -2543,7 +2843,7 @@ def _enc_FetchRequest_FetchPartition_v5(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v9(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 28:
         raise _w.short_run(_RUN_partition__partition_max_bytes_3, pos, end)
     if cython.compiled:
@@ -2555,7 +2855,10 @@ def _dec_FetchRequest_FetchPartition_v9(buf, cur, end):
     else:
         f_partition, f_current_leader_epoch, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _S_iiqqi.unpack_from(buf, pos)
     pos += 28
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.fetch_offset = f_fetch_offset
@@ -2588,7 +2891,7 @@ def _enc_FetchRequest_FetchPartition_v9(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v12(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 32:
         raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
     if cython.compiled:
@@ -2606,7 +2909,10 @@ def _dec_FetchRequest_FetchPartition_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.fetch_offset = f_fetch_offset
@@ -2642,7 +2948,7 @@ def _enc_FetchRequest_FetchPartition_v12(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v17(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v17 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 32:
         raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
     if cython.compiled:
@@ -2670,7 +2976,10 @@ def _dec_FetchRequest_FetchPartition_v17(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end)
         pos = after
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.fetch_offset = f_fetch_offset
@@ -2711,7 +3020,7 @@ def _enc_FetchRequest_FetchPartition_v17(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v18(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v18 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 32:
         raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
     if cython.compiled:
@@ -2750,7 +3059,10 @@ def _dec_FetchRequest_FetchPartition_v18(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('high_watermark', 1, pos, t_end)
         pos = after
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.fetch_offset = f_fetch_offset
@@ -2799,7 +3111,7 @@ def _enc_FetchRequest_FetchPartition_v18(obj, out):
 
 def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
     """Decode FetchRequest.ForgottenTopic (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -2813,7 +3125,10 @@ def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -2828,10 +3143,15 @@ def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    if cython.compiled:
+        obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    else:
+        obj = _new(FetchRequest_ForgottenTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2879,7 +3199,7 @@ def _enc_FetchRequest_ForgottenTopic_v7(obj, out):
 
 def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
     """Decode FetchRequest.ForgottenTopic (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -2889,6 +3209,9 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -2898,7 +3221,10 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -2911,6 +3237,9 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -2918,6 +3247,8 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -2926,7 +3257,10 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    if cython.compiled:
+        obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    else:
+        obj = _new(FetchRequest_ForgottenTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2980,7 +3314,7 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
 
 def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
     """Decode FetchRequest.ForgottenTopic (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2994,6 +3328,9 @@ def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -3001,6 +3338,8 @@ def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -3009,7 +3348,10 @@ def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    if cython.compiled:
+        obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    else:
+        obj = _new(FetchRequest_ForgottenTopic)
     obj.topic = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -3048,7 +3390,7 @@ def _enc_FetchRequest_ForgottenTopic_v13(obj, out):
 
 def _dec_FetchResponse_v0(buf, cur, end):
     """Decode FetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -3059,15 +3401,19 @@ def _dec_FetchResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = 0
     obj.error_code = 0
     obj.session_id = 0
@@ -3102,7 +3448,7 @@ def _enc_FetchResponse_v0(obj, out):
 
 def _dec_FetchResponse_v1(buf, cur, end):
     """Decode FetchResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -3114,15 +3460,19 @@ def _dec_FetchResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.session_id = 0
@@ -3158,7 +3508,7 @@ def _enc_FetchResponse_v1(obj, out):
 
 def _dec_FetchResponse_v4(buf, cur, end):
     """Decode FetchResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -3170,15 +3520,19 @@ def _dec_FetchResponse_v4(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.session_id = 0
@@ -3214,7 +3568,7 @@ def _enc_FetchResponse_v4(obj, out):
 
 def _dec_FetchResponse_v5(buf, cur, end):
     """Decode FetchResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -3226,15 +3580,19 @@ def _dec_FetchResponse_v5(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.session_id = 0
@@ -3270,7 +3628,7 @@ def _enc_FetchResponse_v5(obj, out):
 
 def _dec_FetchResponse_v7(buf, cur, end):
     """Decode FetchResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_throttle_time_ms__responses_2, pos, end)
     if cython.compiled:
@@ -3284,15 +3642,19 @@ def _dec_FetchResponse_v7(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.session_id = f_session_id
@@ -3328,7 +3690,7 @@ def _enc_FetchResponse_v7(obj, out):
 
 def _dec_FetchResponse_v11(buf, cur, end):
     """Decode FetchResponse (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_throttle_time_ms__responses_2, pos, end)
     if cython.compiled:
@@ -3342,15 +3704,19 @@ def _dec_FetchResponse_v11(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.session_id = f_session_id
@@ -3386,7 +3752,7 @@ def _enc_FetchResponse_v11(obj, out):
 
 def _dec_FetchResponse_v12(buf, cur, end):
     """Decode FetchResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
     if cython.compiled:
@@ -3405,26 +3771,33 @@ def _dec_FetchResponse_v12(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.session_id = f_session_id
@@ -3469,7 +3842,7 @@ def _enc_FetchResponse_v12(obj, out):
 
 def _dec_FetchResponse_v13(buf, cur, end):
     """Decode FetchResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
     if cython.compiled:
@@ -3488,26 +3861,33 @@ def _dec_FetchResponse_v13(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.session_id = f_session_id
@@ -3552,7 +3932,7 @@ def _enc_FetchResponse_v13(obj, out):
 
 def _dec_FetchResponse_v16(buf, cur, end):
     """Decode FetchResponse (v16 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
     if cython.compiled:
@@ -3571,20 +3951,24 @@ def _dec_FetchResponse_v16(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     f_node_endpoints = []
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -3602,24 +3986,31 @@ def _dec_FetchResponse_v16(buf, cur, end):
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
                     n_node_endpoints = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
                     n_node_endpoints -= 1
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 11:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 11, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_FetchResponse_NodeEndpoint_v16(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_FetchResponse_NodeEndpoint_v16(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.session_id = f_session_id
@@ -3679,7 +4070,7 @@ def _enc_FetchResponse_v16(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3693,7 +4084,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3707,15 +4101,19 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -3759,7 +4157,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3773,7 +4171,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3787,15 +4188,19 @@ def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 30:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 30, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -3839,7 +4244,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v4(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3853,7 +4258,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3867,15 +4275,19 @@ def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 38:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 38, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -3919,7 +4331,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v5(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3933,7 +4345,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3947,15 +4362,19 @@ def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 42:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 42, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v11(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v11(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -3999,7 +4418,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v11(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -4009,6 +4428,9 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -4018,7 +4440,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -4031,26 +4456,33 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 37:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 37, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -4100,7 +4532,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -4114,26 +4546,33 @@ def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 37:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 37, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -4168,7 +4607,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v13(obj, out):
 
 def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__records, pos, end)
     if cython.compiled:
@@ -4180,21 +4619,49 @@ def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
         f_partition_index, f_error_code, f_high_watermark, n_records = _S_ihqi.unpack_from(buf, pos)
     pos += 18
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 4, True)
-    obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    if cython.compiled:
+        obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    else:
+        obj = _new(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = -1
     obj.log_start_offset = -1
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    else:
+        d = _new(FetchResponse_EpochEndOffset)
+        d.epoch = -1
+        d.end_offset = -1
+        d.unknown_tagged_fields = []
+        obj.diverging_epoch = d
+    if cython.compiled:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(FetchResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
+    if cython.compiled:
+        obj.snapshot_id = FetchResponse_SnapshotId()
+    else:
+        d = _new(FetchResponse_SnapshotId)
+        d.end_offset = -1
+        d.epoch = -1
+        d.unknown_tagged_fields = []
+        obj.snapshot_id = d
     obj.aborted_transactions = []
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4235,7 +4702,7 @@ def _enc_FetchResponse_PartitionData_v0(obj, out):
 
 def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 26:
         raise _w.short_run(_RUN_partition_index__aborted_transactions, pos, end)
     if cython.compiled:
@@ -4253,14 +4720,15 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions, end, 16, 4)
     else:
         f_aborted_transactions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_aborted_transactions):
-                f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("aborted_transactions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_aborted_transactions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_aborted_transactions):
+                    f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_records, pos, end)
     if cython.compiled:
@@ -4269,21 +4737,49 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
         n_records = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 4, True)
-    obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    if cython.compiled:
+        obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    else:
+        obj = _new(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = -1
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    else:
+        d = _new(FetchResponse_EpochEndOffset)
+        d.epoch = -1
+        d.end_offset = -1
+        d.unknown_tagged_fields = []
+        obj.diverging_epoch = d
+    if cython.compiled:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(FetchResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
+    if cython.compiled:
+        obj.snapshot_id = FetchResponse_SnapshotId()
+    else:
+        d = _new(FetchResponse_SnapshotId)
+        d.end_offset = -1
+        d.epoch = -1
+        d.unknown_tagged_fields = []
+        obj.snapshot_id = d
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4338,7 +4834,7 @@ def _enc_FetchResponse_PartitionData_v4(obj, out):
 
 def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 34:
         raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
     if cython.compiled:
@@ -4357,14 +4853,15 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions, end, 16, 4)
     else:
         f_aborted_transactions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_aborted_transactions):
-                f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("aborted_transactions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_aborted_transactions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_aborted_transactions):
+                    f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_records, pos, end)
     if cython.compiled:
@@ -4373,21 +4870,49 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
         n_records = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 4, True)
-    obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    if cython.compiled:
+        obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    else:
+        obj = _new(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = f_log_start_offset
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    else:
+        d = _new(FetchResponse_EpochEndOffset)
+        d.epoch = -1
+        d.end_offset = -1
+        d.unknown_tagged_fields = []
+        obj.diverging_epoch = d
+    if cython.compiled:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(FetchResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
+    if cython.compiled:
+        obj.snapshot_id = FetchResponse_SnapshotId()
+    else:
+        d = _new(FetchResponse_SnapshotId)
+        d.end_offset = -1
+        d.epoch = -1
+        d.unknown_tagged_fields = []
+        obj.snapshot_id = d
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4443,7 +4968,7 @@ def _enc_FetchResponse_PartitionData_v5(obj, out):
 
 def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 34:
         raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
     if cython.compiled:
@@ -4462,14 +4987,15 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions, end, 16, 4)
     else:
         f_aborted_transactions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_aborted_transactions):
-                f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("aborted_transactions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_aborted_transactions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_aborted_transactions):
+                    f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
+            pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_preferred_read_replica__records, pos, end)
     if cython.compiled:
@@ -4479,21 +5005,49 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
         f_preferred_read_replica, n_records = _S_ii.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 4, True)
-    obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    if cython.compiled:
+        obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    else:
+        obj = _new(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = f_log_start_offset
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    else:
+        d = _new(FetchResponse_EpochEndOffset)
+        d.epoch = -1
+        d.end_offset = -1
+        d.unknown_tagged_fields = []
+        obj.diverging_epoch = d
+    if cython.compiled:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(FetchResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
+    if cython.compiled:
+        obj.snapshot_id = FetchResponse_SnapshotId()
+    else:
+        d = _new(FetchResponse_SnapshotId)
+        d.end_offset = -1
+        d.epoch = -1
+        d.unknown_tagged_fields = []
+        obj.snapshot_id = d
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = f_preferred_read_replica
     obj.records = f_records
@@ -4548,7 +5102,7 @@ def _enc_FetchResponse_PartitionData_v11(obj, out):
 
 def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 30:
         raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -4569,6 +5123,9 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
             raise _w.bad_uvarint('aborted_transactions', buf, pos, end)
         n_aborted_transactions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_aborted_transactions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_aborted_transactions, pos = _w.read_uvarint(buf, pos, end, 'aborted_transactions')
         n_aborted_transactions -= 1
@@ -4578,14 +5135,15 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions, end, 17, 1)
     else:
         f_aborted_transactions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_aborted_transactions):
-                f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v12(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("aborted_transactions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_aborted_transactions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_aborted_transactions):
+                    f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v12(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_preferred_read_replica, pos, end)
     if cython.compiled:
@@ -4602,19 +5160,47 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
             raise _w.bad_uvarint('records', buf, pos, end)
         n_records = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_records = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 1, True)
-    f_diverging_epoch = FetchResponse_EpochEndOffset()
-    f_current_leader = FetchResponse_LeaderIdAndEpoch()
-    f_snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        f_diverging_epoch = FetchResponse_EpochEndOffset()
+    else:
+        d = _new(FetchResponse_EpochEndOffset)
+        d.epoch = -1
+        d.end_offset = -1
+        d.unknown_tagged_fields = []
+        f_diverging_epoch = d
+    if cython.compiled:
+        f_current_leader = FetchResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(FetchResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        f_current_leader = d
+    if cython.compiled:
+        f_snapshot_id = FetchResponse_SnapshotId()
+    else:
+        d = _new(FetchResponse_SnapshotId)
+        d.end_offset = -1
+        d.epoch = -1
+        d.unknown_tagged_fields = []
+        f_snapshot_id = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -4649,7 +5235,10 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('snapshot_id', 2, pos, t_end)
         pos = after
-    obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    if cython.compiled:
+        obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    else:
+        obj = _new(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
@@ -4736,7 +5325,7 @@ def _enc_FetchResponse_PartitionData_v12(obj, out):
 
 def _dec_FetchResponse_EpochEndOffset_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_epoch__end_offset, pos, end)
     if cython.compiled:
@@ -4750,7 +5339,10 @@ def _dec_FetchResponse_EpochEndOffset_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_EpochEndOffset.__new__(FetchResponse_EpochEndOffset)
+    if cython.compiled:
+        obj = FetchResponse_EpochEndOffset.__new__(FetchResponse_EpochEndOffset)
+    else:
+        obj = _new(FetchResponse_EpochEndOffset)
     obj.epoch = f_epoch
     obj.end_offset = f_end_offset
     obj.unknown_tagged_fields = unknown
@@ -4776,7 +5368,7 @@ def _enc_FetchResponse_EpochEndOffset_v12(obj, out):
 
 def _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -4790,7 +5382,10 @@ def _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_LeaderIdAndEpoch.__new__(FetchResponse_LeaderIdAndEpoch)
+    if cython.compiled:
+        obj = FetchResponse_LeaderIdAndEpoch.__new__(FetchResponse_LeaderIdAndEpoch)
+    else:
+        obj = _new(FetchResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -4816,7 +5411,7 @@ def _enc_FetchResponse_LeaderIdAndEpoch_v12(obj, out):
 
 def _dec_FetchResponse_SnapshotId_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
     if cython.compiled:
@@ -4830,7 +5425,10 @@ def _dec_FetchResponse_SnapshotId_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_SnapshotId.__new__(FetchResponse_SnapshotId)
+    if cython.compiled:
+        obj = FetchResponse_SnapshotId.__new__(FetchResponse_SnapshotId)
+    else:
+        obj = _new(FetchResponse_SnapshotId)
     obj.end_offset = f_end_offset
     obj.epoch = f_epoch
     obj.unknown_tagged_fields = unknown
@@ -4856,7 +5454,7 @@ def _enc_FetchResponse_SnapshotId_v12(obj, out):
 
 def _dec_FetchResponse_AbortedTransaction_v4(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
     if cython.compiled:
@@ -4865,7 +5463,10 @@ def _dec_FetchResponse_AbortedTransaction_v4(buf, cur, end):
     else:
         f_producer_id, f_first_offset = _S_qq.unpack_from(buf, pos)
     pos += 16
-    obj = FetchResponse_AbortedTransaction.__new__(FetchResponse_AbortedTransaction)
+    if cython.compiled:
+        obj = FetchResponse_AbortedTransaction.__new__(FetchResponse_AbortedTransaction)
+    else:
+        obj = _new(FetchResponse_AbortedTransaction)
     obj.producer_id = f_producer_id
     obj.first_offset = f_first_offset
     obj.unknown_tagged_fields = []
@@ -4887,7 +5488,7 @@ def _enc_FetchResponse_AbortedTransaction_v4(obj, out):
 
 def _dec_FetchResponse_AbortedTransaction_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
     if cython.compiled:
@@ -4901,7 +5502,10 @@ def _dec_FetchResponse_AbortedTransaction_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_AbortedTransaction.__new__(FetchResponse_AbortedTransaction)
+    if cython.compiled:
+        obj = FetchResponse_AbortedTransaction.__new__(FetchResponse_AbortedTransaction)
+    else:
+        obj = _new(FetchResponse_AbortedTransaction)
     obj.producer_id = f_producer_id
     obj.first_offset = f_first_offset
     obj.unknown_tagged_fields = unknown
@@ -4927,7 +5531,7 @@ def _enc_FetchResponse_AbortedTransaction_v12(obj, out):
 
 def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
     """Decode FetchResponse.NodeEndpoint (v16 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -4944,6 +5548,9 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -4953,7 +5560,10 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -4973,6 +5583,9 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -4982,7 +5595,10 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -4993,7 +5609,10 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_NodeEndpoint.__new__(FetchResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = FetchResponse_NodeEndpoint.__new__(FetchResponse_NodeEndpoint)
+    else:
+        obj = _new(FetchResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -44,45 +45,45 @@ cdef class FetchSnapshotResponse_NodeEndpoint(Struct):
 cdef class FetchSnapshotResponse(Message):
     cdef public object throttle_time_ms, error_code, topics, node_endpoints, unknown_tagged_fields
 
-@_cy.locals(obj=FetchSnapshotRequest)
+@_cy.locals(obj=FetchSnapshotRequest, pos=Py_ssize_t)
 cpdef _dec_FetchSnapshotRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FetchSnapshotRequest_v0(FetchSnapshotRequest obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotRequest)
+@_cy.locals(obj=FetchSnapshotRequest, pos=Py_ssize_t)
 cpdef _dec_FetchSnapshotRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FetchSnapshotRequest_v1(FetchSnapshotRequest obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotRequest_TopicSnapshot)
+@_cy.locals(obj=FetchSnapshotRequest_TopicSnapshot, pos=Py_ssize_t)
 cdef _dec_FetchSnapshotRequest_TopicSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotRequest_TopicSnapshot_v0(FetchSnapshotRequest_TopicSnapshot obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotRequest_TopicSnapshot)
+@_cy.locals(obj=FetchSnapshotRequest_TopicSnapshot, pos=Py_ssize_t)
 cdef _dec_FetchSnapshotRequest_TopicSnapshot_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotRequest_TopicSnapshot_v1(FetchSnapshotRequest_TopicSnapshot obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotRequest_PartitionSnapshot)
+@_cy.locals(obj=FetchSnapshotRequest_PartitionSnapshot, pos=Py_ssize_t)
 cdef _dec_FetchSnapshotRequest_PartitionSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotRequest_PartitionSnapshot_v0(FetchSnapshotRequest_PartitionSnapshot obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotRequest_PartitionSnapshot)
+@_cy.locals(obj=FetchSnapshotRequest_PartitionSnapshot, pos=Py_ssize_t)
 cdef _dec_FetchSnapshotRequest_PartitionSnapshot_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotRequest_PartitionSnapshot_v1(FetchSnapshotRequest_PartitionSnapshot obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotRequest_SnapshotId)
+@_cy.locals(obj=FetchSnapshotRequest_SnapshotId, pos=Py_ssize_t)
 cdef _dec_FetchSnapshotRequest_SnapshotId_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotRequest_SnapshotId_v0(FetchSnapshotRequest_SnapshotId obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotResponse)
+@_cy.locals(obj=FetchSnapshotResponse, pos=Py_ssize_t)
 cpdef _dec_FetchSnapshotResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FetchSnapshotResponse_v0(FetchSnapshotResponse obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotResponse)
+@_cy.locals(obj=FetchSnapshotResponse, pos=Py_ssize_t)
 cpdef _dec_FetchSnapshotResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FetchSnapshotResponse_v1(FetchSnapshotResponse obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotResponse_TopicSnapshot)
+@_cy.locals(obj=FetchSnapshotResponse_TopicSnapshot, pos=Py_ssize_t)
 cdef _dec_FetchSnapshotResponse_TopicSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotResponse_TopicSnapshot_v0(FetchSnapshotResponse_TopicSnapshot obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotResponse_PartitionSnapshot)
+@_cy.locals(obj=FetchSnapshotResponse_PartitionSnapshot, pos=Py_ssize_t)
 cdef _dec_FetchSnapshotResponse_PartitionSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotResponse_PartitionSnapshot_v0(FetchSnapshotResponse_PartitionSnapshot obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotResponse_SnapshotId)
+@_cy.locals(obj=FetchSnapshotResponse_SnapshotId, pos=Py_ssize_t)
 cdef _dec_FetchSnapshotResponse_SnapshotId_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotResponse_SnapshotId_v0(FetchSnapshotResponse_SnapshotId obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotResponse_LeaderIdAndEpoch)
+@_cy.locals(obj=FetchSnapshotResponse_LeaderIdAndEpoch, pos=Py_ssize_t)
 cdef _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(FetchSnapshotResponse_LeaderIdAndEpoch obj, bytearray out)
-@_cy.locals(obj=FetchSnapshotResponse_NodeEndpoint)
+@_cy.locals(obj=FetchSnapshotResponse_NodeEndpoint, pos=Py_ssize_t)
 cdef _dec_FetchSnapshotResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotResponse_NodeEndpoint_v1(FetchSnapshotResponse_NodeEndpoint obj, bytearray out)

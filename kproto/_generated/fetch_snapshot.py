@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -65,9 +62,14 @@ _RUN_size__position = (('size', 0, 8), ('position', 8, 8))
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_FetchSnapshotRequest_v0(buf, cur, end):
     """Decode FetchSnapshotRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__max_bytes, pos, end)
     if cython.compiled:
@@ -85,20 +87,24 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     f_cluster_id = None
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -116,6 +122,9 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
                     n_cluster_id = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
@@ -125,7 +134,10 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -134,7 +146,10 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
-    obj = FetchSnapshotRequest.__new__(FetchSnapshotRequest)
+    if cython.compiled:
+        obj = FetchSnapshotRequest.__new__(FetchSnapshotRequest)
+    else:
+        obj = _new(FetchSnapshotRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
     obj.max_bytes = f_max_bytes
@@ -195,7 +210,7 @@ def _enc_FetchSnapshotRequest_v0(obj, out):
 
 def _dec_FetchSnapshotRequest_v1(buf, cur, end):
     """Decode FetchSnapshotRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__max_bytes, pos, end)
     if cython.compiled:
@@ -213,20 +228,24 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     f_cluster_id = None
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -244,6 +263,9 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
                     n_cluster_id = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
@@ -253,7 +275,10 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -262,7 +287,10 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
-    obj = FetchSnapshotRequest.__new__(FetchSnapshotRequest)
+    if cython.compiled:
+        obj = FetchSnapshotRequest.__new__(FetchSnapshotRequest)
+    else:
+        obj = _new(FetchSnapshotRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
     obj.max_bytes = f_max_bytes
@@ -323,7 +351,7 @@ def _enc_FetchSnapshotRequest_v1(obj, out):
 
 def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -333,6 +361,9 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -342,7 +373,10 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -355,26 +389,33 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 30:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 30, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotRequest_TopicSnapshot.__new__(FetchSnapshotRequest_TopicSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotRequest_TopicSnapshot.__new__(FetchSnapshotRequest_TopicSnapshot)
+    else:
+        obj = _new(FetchSnapshotRequest_TopicSnapshot)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -423,7 +464,7 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -433,6 +474,9 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -442,7 +486,10 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -455,26 +502,33 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 30:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 30, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotRequest_TopicSnapshot.__new__(FetchSnapshotRequest_TopicSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotRequest_TopicSnapshot.__new__(FetchSnapshotRequest_TopicSnapshot)
+    else:
+        obj = _new(FetchSnapshotRequest_TopicSnapshot)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -523,7 +577,7 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v1(obj, out):
 
 def _dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
     if cython.compiled:
@@ -550,7 +604,10 @@ def _dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotRequest_PartitionSnapshot.__new__(FetchSnapshotRequest_PartitionSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotRequest_PartitionSnapshot.__new__(FetchSnapshotRequest_PartitionSnapshot)
+    else:
+        obj = _new(FetchSnapshotRequest_PartitionSnapshot)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.snapshot_id = f_snapshot_id
@@ -586,7 +643,7 @@ def _enc_FetchSnapshotRequest_PartitionSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
     if cython.compiled:
@@ -623,7 +680,10 @@ def _dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end)
         pos = after
-    obj = FetchSnapshotRequest_PartitionSnapshot.__new__(FetchSnapshotRequest_PartitionSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotRequest_PartitionSnapshot.__new__(FetchSnapshotRequest_PartitionSnapshot)
+    else:
+        obj = _new(FetchSnapshotRequest_PartitionSnapshot)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.snapshot_id = f_snapshot_id
@@ -664,7 +724,7 @@ def _enc_FetchSnapshotRequest_PartitionSnapshot_v1(obj, out):
 
 def _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
     if cython.compiled:
@@ -678,7 +738,10 @@ def _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotRequest_SnapshotId.__new__(FetchSnapshotRequest_SnapshotId)
+    if cython.compiled:
+        obj = FetchSnapshotRequest_SnapshotId.__new__(FetchSnapshotRequest_SnapshotId)
+    else:
+        obj = _new(FetchSnapshotRequest_SnapshotId)
     obj.end_offset = f_end_offset
     obj.epoch = f_epoch
     obj.unknown_tagged_fields = unknown
@@ -704,7 +767,7 @@ def _enc_FetchSnapshotRequest_SnapshotId_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_v0(buf, cur, end):
     """Decode FetchSnapshotResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -722,26 +785,33 @@ def _dec_FetchSnapshotResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotResponse.__new__(FetchSnapshotResponse)
+    if cython.compiled:
+        obj = FetchSnapshotResponse.__new__(FetchSnapshotResponse)
+    else:
+        obj = _new(FetchSnapshotResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.topics = f_topics
@@ -784,7 +854,7 @@ def _enc_FetchSnapshotResponse_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_v1(buf, cur, end):
     """Decode FetchSnapshotResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -802,20 +872,24 @@ def _dec_FetchSnapshotResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     f_node_endpoints = []
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -833,24 +907,31 @@ def _dec_FetchSnapshotResponse_v1(buf, cur, end):
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
                     n_node_endpoints = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
                     n_node_endpoints -= 1
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 8:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 8, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = FetchSnapshotResponse.__new__(FetchSnapshotResponse)
+    if cython.compiled:
+        obj = FetchSnapshotResponse.__new__(FetchSnapshotResponse)
+    else:
+        obj = _new(FetchSnapshotResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.topics = f_topics
@@ -908,7 +989,7 @@ def _enc_FetchSnapshotResponse_v1(obj, out):
 
 def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -918,6 +999,9 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -927,7 +1011,10 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -940,26 +1027,33 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 37:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 37, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotResponse_TopicSnapshot.__new__(FetchSnapshotResponse_TopicSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotResponse_TopicSnapshot.__new__(FetchSnapshotResponse_TopicSnapshot)
+    else:
+        obj = _new(FetchSnapshotResponse_TopicSnapshot)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1008,7 +1102,7 @@ def _enc_FetchSnapshotResponse_TopicSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_index__error_code, pos, end)
     if cython.compiled:
@@ -1040,15 +1134,29 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
             raise _w.bad_uvarint('unaligned_records', buf, pos, end)
         n_unaligned_records = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_unaligned_records = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_unaligned_records, pos = _w.read_uvarint(buf, pos, end, 'unaligned_records')
         n_unaligned_records -= 1
     if 0 <= n_unaligned_records <= end - pos:
-        f_unaligned_records = RecordSet(buf[pos:pos + n_unaligned_records])
+        if cython.compiled:
+            f_unaligned_records = RecordSet(buf[pos:pos + n_unaligned_records])
+        else:
+            f_unaligned_records = _new(RecordSet)
+            f_unaligned_records._raw = buf[pos:pos + n_unaligned_records]
         pos += n_unaligned_records
     else:
         raise _w.bad_sized('unaligned_records', pos, n_unaligned_records, end, 1, False)
-    f_current_leader = FetchSnapshotResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        f_current_leader = FetchSnapshotResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
+        d.leader_id = 0
+        d.leader_epoch = 0
+        d.unknown_tagged_fields = []
+        f_current_leader = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1065,7 +1173,10 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('current_leader', 0, pos, t_end)
         pos = after
-    obj = FetchSnapshotResponse_PartitionSnapshot.__new__(FetchSnapshotResponse_PartitionSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotResponse_PartitionSnapshot.__new__(FetchSnapshotResponse_PartitionSnapshot)
+    else:
+        obj = _new(FetchSnapshotResponse_PartitionSnapshot)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.snapshot_id = f_snapshot_id
@@ -1124,7 +1235,7 @@ def _enc_FetchSnapshotResponse_PartitionSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
     if cython.compiled:
@@ -1138,7 +1249,10 @@ def _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotResponse_SnapshotId.__new__(FetchSnapshotResponse_SnapshotId)
+    if cython.compiled:
+        obj = FetchSnapshotResponse_SnapshotId.__new__(FetchSnapshotResponse_SnapshotId)
+    else:
+        obj = _new(FetchSnapshotResponse_SnapshotId)
     obj.end_offset = f_end_offset
     obj.epoch = f_epoch
     obj.unknown_tagged_fields = unknown
@@ -1164,7 +1278,7 @@ def _enc_FetchSnapshotResponse_SnapshotId_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -1178,7 +1292,10 @@ def _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotResponse_LeaderIdAndEpoch.__new__(FetchSnapshotResponse_LeaderIdAndEpoch)
+    if cython.compiled:
+        obj = FetchSnapshotResponse_LeaderIdAndEpoch.__new__(FetchSnapshotResponse_LeaderIdAndEpoch)
+    else:
+        obj = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -1204,7 +1321,7 @@ def _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode FetchSnapshotResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -1221,6 +1338,9 @@ def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1230,7 +1350,10 @@ def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1246,7 +1369,10 @@ def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotResponse_NodeEndpoint.__new__(FetchSnapshotResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = FetchSnapshotResponse_NodeEndpoint.__new__(FetchSnapshotResponse_NodeEndpoint)
+    else:
+        obj = _new(FetchSnapshotResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

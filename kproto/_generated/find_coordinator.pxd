@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -23,30 +24,30 @@ cdef class FindCoordinatorResponse_Coordinator(Struct):
 cdef class FindCoordinatorResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, node_id, host, port, coordinators, unknown_tagged_fields
 
-@_cy.locals(obj=FindCoordinatorRequest)
+@_cy.locals(obj=FindCoordinatorRequest, pos=Py_ssize_t)
 cpdef _dec_FindCoordinatorRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FindCoordinatorRequest_v0(FindCoordinatorRequest obj, bytearray out)
-@_cy.locals(obj=FindCoordinatorRequest)
+@_cy.locals(obj=FindCoordinatorRequest, pos=Py_ssize_t)
 cpdef _dec_FindCoordinatorRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FindCoordinatorRequest_v1(FindCoordinatorRequest obj, bytearray out)
-@_cy.locals(obj=FindCoordinatorRequest)
+@_cy.locals(obj=FindCoordinatorRequest, pos=Py_ssize_t)
 cpdef _dec_FindCoordinatorRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FindCoordinatorRequest_v3(FindCoordinatorRequest obj, bytearray out)
-@_cy.locals(obj=FindCoordinatorRequest)
+@_cy.locals(obj=FindCoordinatorRequest, pos=Py_ssize_t)
 cpdef _dec_FindCoordinatorRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FindCoordinatorRequest_v4(FindCoordinatorRequest obj, bytearray out)
-@_cy.locals(obj=FindCoordinatorResponse)
+@_cy.locals(obj=FindCoordinatorResponse, pos=Py_ssize_t)
 cpdef _dec_FindCoordinatorResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FindCoordinatorResponse_v0(FindCoordinatorResponse obj, bytearray out)
-@_cy.locals(obj=FindCoordinatorResponse)
+@_cy.locals(obj=FindCoordinatorResponse, pos=Py_ssize_t)
 cpdef _dec_FindCoordinatorResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FindCoordinatorResponse_v1(FindCoordinatorResponse obj, bytearray out)
-@_cy.locals(obj=FindCoordinatorResponse)
+@_cy.locals(obj=FindCoordinatorResponse, pos=Py_ssize_t)
 cpdef _dec_FindCoordinatorResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FindCoordinatorResponse_v3(FindCoordinatorResponse obj, bytearray out)
-@_cy.locals(obj=FindCoordinatorResponse)
+@_cy.locals(obj=FindCoordinatorResponse, pos=Py_ssize_t)
 cpdef _dec_FindCoordinatorResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_FindCoordinatorResponse_v4(FindCoordinatorResponse obj, bytearray out)
-@_cy.locals(obj=FindCoordinatorResponse_Coordinator)
+@_cy.locals(obj=FindCoordinatorResponse_Coordinator, pos=Py_ssize_t)
 cdef _dec_FindCoordinatorResponse_Coordinator_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FindCoordinatorResponse_Coordinator_v4(FindCoordinatorResponse_Coordinator obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -64,9 +61,14 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_throttle_time_ms__error_message = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('error_message', 6, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_FindCoordinatorRequest_v0(buf, cur, end):
     """Decode FindCoordinatorRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_key, pos, end)
     if cython.compiled:
@@ -80,11 +82,17 @@ def _dec_FindCoordinatorRequest_v0(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
-    obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    if cython.compiled:
+        obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    else:
+        obj = _new(FindCoordinatorRequest)
     obj.key = f_key
     obj.key_type = 0
     obj.coordinator_keys = []
@@ -120,7 +128,7 @@ def _enc_FindCoordinatorRequest_v0(obj, out):
 
 def _dec_FindCoordinatorRequest_v1(buf, cur, end):
     """Decode FindCoordinatorRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_key, pos, end)
     if cython.compiled:
@@ -134,7 +142,10 @@ def _dec_FindCoordinatorRequest_v1(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
@@ -145,7 +156,10 @@ def _dec_FindCoordinatorRequest_v1(buf, cur, end):
     else:
         f_key_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    if cython.compiled:
+        obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    else:
+        obj = _new(FindCoordinatorRequest)
     obj.key = f_key
     obj.key_type = f_key_type
     obj.coordinator_keys = []
@@ -184,7 +198,7 @@ def _enc_FindCoordinatorRequest_v1(obj, out):
 
 def _dec_FindCoordinatorRequest_v3(buf, cur, end):
     """Decode FindCoordinatorRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -194,6 +208,9 @@ def _dec_FindCoordinatorRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('key', buf, pos, end)
         n_key = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
@@ -203,7 +220,10 @@ def _dec_FindCoordinatorRequest_v3(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -219,7 +239,10 @@ def _dec_FindCoordinatorRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    if cython.compiled:
+        obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    else:
+        obj = _new(FindCoordinatorRequest)
     obj.key = f_key
     obj.key_type = f_key_type
     obj.coordinator_keys = []
@@ -263,7 +286,7 @@ def _enc_FindCoordinatorRequest_v3(obj, out):
 
 def _dec_FindCoordinatorRequest_v4(buf, cur, end):
     """Decode FindCoordinatorRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_key_type, pos, end)
     if cython.compiled:
@@ -280,6 +303,9 @@ def _dec_FindCoordinatorRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('coordinator_keys', buf, pos, end)
         n_coordinator_keys = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_coordinator_keys = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_coordinator_keys, pos = _w.read_uvarint(buf, pos, end, 'coordinator_keys')
         n_coordinator_keys -= 1
@@ -296,6 +322,9 @@ def _dec_FindCoordinatorRequest_v4(buf, cur, end):
                 raise _w.bad_uvarint("coordinator_keys[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "coordinator_keys[%d]" % i)
             m -= 1
@@ -306,7 +335,10 @@ def _dec_FindCoordinatorRequest_v4(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "coordinator_keys[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "coordinator_keys[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("coordinator_keys[%d]" % i, pos, exc) from None
         f_coordinator_keys.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -314,7 +346,10 @@ def _dec_FindCoordinatorRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    if cython.compiled:
+        obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    else:
+        obj = _new(FindCoordinatorRequest)
     obj.key = ''
     obj.key_type = f_key_type
     obj.coordinator_keys = f_coordinator_keys
@@ -365,7 +400,7 @@ def _enc_FindCoordinatorRequest_v4(obj, out):
 
 def _dec_FindCoordinatorResponse_v0(buf, cur, end):
     """Decode FindCoordinatorResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_error_code__host, pos, end)
     if cython.compiled:
@@ -381,7 +416,10 @@ def _dec_FindCoordinatorResponse_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -392,7 +430,10 @@ def _dec_FindCoordinatorResponse_v0(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    if cython.compiled:
+        obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    else:
+        obj = _new(FindCoordinatorResponse)
     obj.throttle_time_ms = 0
     obj.error_code = f_error_code
     obj.error_message = ''
@@ -437,7 +478,7 @@ def _enc_FindCoordinatorResponse_v0(obj, out):
 
 def _dec_FindCoordinatorResponse_v1(buf, cur, end):
     """Decode FindCoordinatorResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
     if cython.compiled:
@@ -453,7 +494,10 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -473,7 +517,10 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -484,7 +531,10 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    if cython.compiled:
+        obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    else:
+        obj = _new(FindCoordinatorResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -545,7 +595,7 @@ def _enc_FindCoordinatorResponse_v1(obj, out):
 
 def _dec_FindCoordinatorResponse_v3(buf, cur, end):
     """Decode FindCoordinatorResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -563,6 +613,9 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -572,7 +625,10 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -594,6 +650,9 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -603,7 +662,10 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -619,7 +681,10 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    if cython.compiled:
+        obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    else:
+        obj = _new(FindCoordinatorResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -694,7 +759,7 @@ def _enc_FindCoordinatorResponse_v3(obj, out):
 
 def _dec_FindCoordinatorResponse_v4(buf, cur, end):
     """Decode FindCoordinatorResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -711,26 +776,33 @@ def _dec_FindCoordinatorResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('coordinators', buf, pos, end)
         n_coordinators = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_coordinators = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_coordinators, pos = _w.read_uvarint(buf, pos, end, 'coordinators')
         n_coordinators -= 1
     if n_coordinators < 0 or n_coordinators > (end - pos) // 14:
         raise _w.bad_count('coordinators', pos - 1, n_coordinators, end, 14, 1)
     f_coordinators = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_coordinators):
-            f_coordinators.append(_dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("coordinators[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_coordinators:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_coordinators):
+                f_coordinators.append(_dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("coordinators[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    if cython.compiled:
+        obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    else:
+        obj = _new(FindCoordinatorResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.error_message = ''
@@ -781,7 +853,7 @@ def _enc_FindCoordinatorResponse_v4(obj, out):
 
 def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
     """Decode FindCoordinatorResponse.Coordinator (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -791,6 +863,9 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
             raise _w.bad_uvarint('key', buf, pos, end)
         n_key = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
@@ -800,7 +875,10 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -820,6 +898,9 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -829,7 +910,10 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -850,6 +934,9 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -859,7 +946,10 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -870,7 +960,10 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FindCoordinatorResponse_Coordinator.__new__(FindCoordinatorResponse_Coordinator)
+    if cython.compiled:
+        obj = FindCoordinatorResponse_Coordinator.__new__(FindCoordinatorResponse_Coordinator)
+    else:
+        obj = _new(FindCoordinatorResponse_Coordinator)
     obj.key = f_key
     obj.node_id = f_node_id
     obj.host = f_host

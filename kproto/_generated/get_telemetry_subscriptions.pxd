@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,9 +21,9 @@ cdef class GetTelemetrySubscriptionsRequest(Message):
 cdef class GetTelemetrySubscriptionsResponse(Message):
     cdef public object throttle_time_ms, error_code, client_instance_id, subscription_id, accepted_compression_types, push_interval_ms, telemetry_max_bytes, delta_temporality, requested_metrics, unknown_tagged_fields
 
-@_cy.locals(obj=GetTelemetrySubscriptionsRequest)
+@_cy.locals(obj=GetTelemetrySubscriptionsRequest, pos=Py_ssize_t)
 cpdef _dec_GetTelemetrySubscriptionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_GetTelemetrySubscriptionsRequest_v0(GetTelemetrySubscriptionsRequest obj, bytearray out)
-@_cy.locals(obj=GetTelemetrySubscriptionsResponse)
+@_cy.locals(obj=GetTelemetrySubscriptionsResponse, pos=Py_ssize_t)
 cpdef _dec_GetTelemetrySubscriptionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_GetTelemetrySubscriptionsResponse_v0(GetTelemetrySubscriptionsResponse obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -55,9 +52,15 @@ _RUN_subscription_id = (('subscription_id', 0, 4),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_b = _w.SMALL_ARRAYS["b"]
+
+
 def _dec_GetTelemetrySubscriptionsRequest_v0(buf, cur, end):
     """Decode GetTelemetrySubscriptionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('client_instance_id', pos, 16, end)
     f_client_instance_id = _w.uuid_at(buf, pos)
@@ -67,7 +70,10 @@ def _dec_GetTelemetrySubscriptionsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = GetTelemetrySubscriptionsRequest.__new__(GetTelemetrySubscriptionsRequest)
+    if cython.compiled:
+        obj = GetTelemetrySubscriptionsRequest.__new__(GetTelemetrySubscriptionsRequest)
+    else:
+        obj = _new(GetTelemetrySubscriptionsRequest)
     obj.client_instance_id = f_client_instance_id
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -87,7 +93,7 @@ def _enc_GetTelemetrySubscriptionsRequest_v0(obj, out):
 
 def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
     """Decode GetTelemetrySubscriptionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -116,6 +122,9 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('accepted_compression_types', buf, pos, end)
         n_accepted_compression_types = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_accepted_compression_types = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_accepted_compression_types, pos = _w.read_uvarint(buf, pos, end, 'accepted_compression_types')
         n_accepted_compression_types -= 1
@@ -123,6 +132,8 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
         raise _w.bad_count('accepted_compression_types', pos - 1, n_accepted_compression_types, end, 1, 1)
     if cython.compiled:
         f_accepted_compression_types = [_read_b(buf, pos + 1 * i) for i in range(n_accepted_compression_types)]
+    elif n_accepted_compression_types < _w.SMALL_ARRAY_MAX:
+        f_accepted_compression_types = list(_A_b[n_accepted_compression_types].unpack_from(buf, pos))
     else:
         f_accepted_compression_types = list(_unpack_from(">%db" % n_accepted_compression_types, buf, pos))
     pos += n_accepted_compression_types * 1
@@ -147,6 +158,9 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('requested_metrics', buf, pos, end)
         n_requested_metrics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_requested_metrics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_requested_metrics, pos = _w.read_uvarint(buf, pos, end, 'requested_metrics')
         n_requested_metrics -= 1
@@ -163,6 +177,9 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
                 raise _w.bad_uvarint("requested_metrics[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "requested_metrics[%d]" % i)
             m -= 1
@@ -173,7 +190,10 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "requested_metrics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "requested_metrics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("requested_metrics[%d]" % i, pos, exc) from None
         f_requested_metrics.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -181,7 +201,10 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = GetTelemetrySubscriptionsResponse.__new__(GetTelemetrySubscriptionsResponse)
+    if cython.compiled:
+        obj = GetTelemetrySubscriptionsResponse.__new__(GetTelemetrySubscriptionsResponse)
+    else:
+        obj = _new(GetTelemetrySubscriptionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.client_instance_id = f_client_instance_id

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,18 +21,18 @@ cdef class RequestHeader(Message):
 cdef class ResponseHeader(Message):
     cdef public object correlation_id, unknown_tagged_fields
 
-@_cy.locals(obj=RequestHeader)
+@_cy.locals(obj=RequestHeader, pos=Py_ssize_t)
 cpdef _dec_RequestHeader_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_RequestHeader_v0(RequestHeader obj, bytearray out)
-@_cy.locals(obj=RequestHeader)
+@_cy.locals(obj=RequestHeader, pos=Py_ssize_t)
 cpdef _dec_RequestHeader_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_RequestHeader_v1(RequestHeader obj, bytearray out)
-@_cy.locals(obj=RequestHeader)
+@_cy.locals(obj=RequestHeader, pos=Py_ssize_t)
 cpdef _dec_RequestHeader_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_RequestHeader_v2(RequestHeader obj, bytearray out)
-@_cy.locals(obj=ResponseHeader)
+@_cy.locals(obj=ResponseHeader, pos=Py_ssize_t)
 cpdef _dec_ResponseHeader_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ResponseHeader_v0(ResponseHeader obj, bytearray out)
-@_cy.locals(obj=ResponseHeader)
+@_cy.locals(obj=ResponseHeader, pos=Py_ssize_t)
 cpdef _dec_ResponseHeader_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ResponseHeader_v1(ResponseHeader obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,9 +51,14 @@ _RUN_api_key__correlation_id = (('api_key', 0, 2), ('api_version', 2, 2), ('corr
 _RUN_correlation_id = (('correlation_id', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_RequestHeader_v0(buf, cur, end):
     """Decode RequestHeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_api_key__correlation_id, pos, end)
     if cython.compiled:
@@ -66,7 +68,10 @@ def _dec_RequestHeader_v0(buf, cur, end):
     else:
         f_api_key, f_api_version, f_correlation_id = _S_hhi.unpack_from(buf, pos)
     pos += 8
-    obj = RequestHeader.__new__(RequestHeader)
+    if cython.compiled:
+        obj = RequestHeader.__new__(RequestHeader)
+    else:
+        obj = _new(RequestHeader)
     obj.api_key = f_api_key
     obj.api_version = f_api_version
     obj.correlation_id = f_correlation_id
@@ -91,7 +96,7 @@ def _enc_RequestHeader_v0(obj, out):
 
 def _dec_RequestHeader_v1(buf, cur, end):
     """Decode RequestHeader (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_api_key__client_id, pos, end)
     if cython.compiled:
@@ -108,13 +113,19 @@ def _dec_RequestHeader_v1(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     elif n_client_id == -1:
         f_client_id = None
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 2, True)
-    obj = RequestHeader.__new__(RequestHeader)
+    if cython.compiled:
+        obj = RequestHeader.__new__(RequestHeader)
+    else:
+        obj = _new(RequestHeader)
     obj.api_key = f_api_key
     obj.api_version = f_api_version
     obj.correlation_id = f_correlation_id
@@ -150,7 +161,7 @@ def _enc_RequestHeader_v1(obj, out):
 
 def _dec_RequestHeader_v2(buf, cur, end):
     """Decode RequestHeader (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_api_key__client_id, pos, end)
     if cython.compiled:
@@ -167,7 +178,10 @@ def _dec_RequestHeader_v2(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     elif n_client_id == -1:
         f_client_id = None
@@ -178,7 +192,10 @@ def _dec_RequestHeader_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = RequestHeader.__new__(RequestHeader)
+    if cython.compiled:
+        obj = RequestHeader.__new__(RequestHeader)
+    else:
+        obj = _new(RequestHeader)
     obj.api_key = f_api_key
     obj.api_version = f_api_version
     obj.correlation_id = f_correlation_id
@@ -218,7 +235,7 @@ def _enc_RequestHeader_v2(obj, out):
 
 def _dec_ResponseHeader_v0(buf, cur, end):
     """Decode ResponseHeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_correlation_id, pos, end)
     if cython.compiled:
@@ -226,7 +243,10 @@ def _dec_ResponseHeader_v0(buf, cur, end):
     else:
         f_correlation_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ResponseHeader.__new__(ResponseHeader)
+    if cython.compiled:
+        obj = ResponseHeader.__new__(ResponseHeader)
+    else:
+        obj = _new(ResponseHeader)
     obj.correlation_id = f_correlation_id
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -246,7 +266,7 @@ def _enc_ResponseHeader_v0(obj, out):
 
 def _dec_ResponseHeader_v1(buf, cur, end):
     """Decode ResponseHeader (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_correlation_id, pos, end)
     if cython.compiled:
@@ -259,7 +279,10 @@ def _dec_ResponseHeader_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ResponseHeader.__new__(ResponseHeader)
+    if cython.compiled:
+        obj = ResponseHeader.__new__(ResponseHeader)
+    else:
+        obj = _new(ResponseHeader)
     obj.correlation_id = f_correlation_id
     obj.unknown_tagged_fields = unknown
     cur.pos = pos

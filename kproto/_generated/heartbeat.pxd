@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,21 +21,21 @@ cdef class HeartbeatRequest(Message):
 cdef class HeartbeatResponse(Message):
     cdef public object throttle_time_ms, error_code, unknown_tagged_fields
 
-@_cy.locals(obj=HeartbeatRequest)
+@_cy.locals(obj=HeartbeatRequest, pos=Py_ssize_t)
 cpdef _dec_HeartbeatRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_HeartbeatRequest_v0(HeartbeatRequest obj, bytearray out)
-@_cy.locals(obj=HeartbeatRequest)
+@_cy.locals(obj=HeartbeatRequest, pos=Py_ssize_t)
 cpdef _dec_HeartbeatRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_HeartbeatRequest_v3(HeartbeatRequest obj, bytearray out)
-@_cy.locals(obj=HeartbeatRequest)
+@_cy.locals(obj=HeartbeatRequest, pos=Py_ssize_t)
 cpdef _dec_HeartbeatRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_HeartbeatRequest_v4(HeartbeatRequest obj, bytearray out)
-@_cy.locals(obj=HeartbeatResponse)
+@_cy.locals(obj=HeartbeatResponse, pos=Py_ssize_t)
 cpdef _dec_HeartbeatResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_HeartbeatResponse_v0(HeartbeatResponse obj, bytearray out)
-@_cy.locals(obj=HeartbeatResponse)
+@_cy.locals(obj=HeartbeatResponse, pos=Py_ssize_t)
 cpdef _dec_HeartbeatResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_HeartbeatResponse_v1(HeartbeatResponse obj, bytearray out)
-@_cy.locals(obj=HeartbeatResponse)
+@_cy.locals(obj=HeartbeatResponse, pos=Py_ssize_t)
 cpdef _dec_HeartbeatResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_HeartbeatResponse_v4(HeartbeatResponse obj, bytearray out)

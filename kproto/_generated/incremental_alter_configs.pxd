@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,33 +30,33 @@ cdef class IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(Struct):
 cdef class IncrementalAlterConfigsResponse(Message):
     cdef public object throttle_time_ms, responses, unknown_tagged_fields
 
-@_cy.locals(obj=IncrementalAlterConfigsRequest)
+@_cy.locals(obj=IncrementalAlterConfigsRequest, pos=Py_ssize_t)
 cpdef _dec_IncrementalAlterConfigsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_IncrementalAlterConfigsRequest_v0(IncrementalAlterConfigsRequest obj, bytearray out)
-@_cy.locals(obj=IncrementalAlterConfigsRequest)
+@_cy.locals(obj=IncrementalAlterConfigsRequest, pos=Py_ssize_t)
 cpdef _dec_IncrementalAlterConfigsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_IncrementalAlterConfigsRequest_v1(IncrementalAlterConfigsRequest obj, bytearray out)
-@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterConfigsResource)
+@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterConfigsResource, pos=Py_ssize_t)
 cdef _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(IncrementalAlterConfigsRequest_AlterConfigsResource obj, bytearray out)
-@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterConfigsResource)
+@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterConfigsResource, pos=Py_ssize_t)
 cdef _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(IncrementalAlterConfigsRequest_AlterConfigsResource obj, bytearray out)
-@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterableConfig)
+@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterableConfig, pos=Py_ssize_t)
 cdef _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(IncrementalAlterConfigsRequest_AlterableConfig obj, bytearray out)
-@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterableConfig)
+@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterableConfig, pos=Py_ssize_t)
 cdef _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(IncrementalAlterConfigsRequest_AlterableConfig obj, bytearray out)
-@_cy.locals(obj=IncrementalAlterConfigsResponse)
+@_cy.locals(obj=IncrementalAlterConfigsResponse, pos=Py_ssize_t)
 cpdef _dec_IncrementalAlterConfigsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_IncrementalAlterConfigsResponse_v0(IncrementalAlterConfigsResponse obj, bytearray out)
-@_cy.locals(obj=IncrementalAlterConfigsResponse)
+@_cy.locals(obj=IncrementalAlterConfigsResponse, pos=Py_ssize_t)
 cpdef _dec_IncrementalAlterConfigsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_IncrementalAlterConfigsResponse_v1(IncrementalAlterConfigsResponse obj, bytearray out)
-@_cy.locals(obj=IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+@_cy.locals(obj=IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, pos=Py_ssize_t)
 cdef _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)
-@_cy.locals(obj=IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+@_cy.locals(obj=IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, pos=Py_ssize_t)
 cdef _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)

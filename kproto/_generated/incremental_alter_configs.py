@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -67,9 +64,14 @@ _RUN_throttle_time_ms__responses = (('throttle_time_ms', 0, 4), ('responses', 4,
 _RUN_validate_only = (('validate_only', 0, 1),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_IncrementalAlterConfigsRequest_v0(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -80,14 +82,15 @@ def _dec_IncrementalAlterConfigsRequest_v0(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -98,7 +101,10 @@ def _dec_IncrementalAlterConfigsRequest_v0(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
-    obj = IncrementalAlterConfigsRequest.__new__(IncrementalAlterConfigsRequest)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest.__new__(IncrementalAlterConfigsRequest)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest)
     obj.resources = f_resources
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = []
@@ -131,7 +137,7 @@ def _enc_IncrementalAlterConfigsRequest_v0(obj, out):
 
 def _dec_IncrementalAlterConfigsRequest_v1(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resources = buf[pos] - 1
         pos += 1
@@ -141,20 +147,24 @@ def _dec_IncrementalAlterConfigsRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('resources', buf, pos, end)
         n_resources = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resources, pos = _w.read_uvarint(buf, pos, end, 'resources')
         n_resources -= 1
     if n_resources < 0 or n_resources > (end - pos) // 4:
         raise _w.bad_count('resources', pos - 1, n_resources, end, 4, 1)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -170,7 +180,10 @@ def _dec_IncrementalAlterConfigsRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = IncrementalAlterConfigsRequest.__new__(IncrementalAlterConfigsRequest)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest.__new__(IncrementalAlterConfigsRequest)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest)
     obj.resources = f_resources
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = unknown
@@ -208,7 +221,7 @@ def _enc_IncrementalAlterConfigsRequest_v1(obj, out):
 
 def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest.AlterConfigsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -223,7 +236,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -237,15 +253,19 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 5:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 5, 4)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
-    obj = IncrementalAlterConfigsRequest_AlterConfigsResource.__new__(IncrementalAlterConfigsRequest_AlterConfigsResource)
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest_AlterConfigsResource.__new__(IncrementalAlterConfigsRequest_AlterConfigsResource)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest_AlterConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configs = f_configs
@@ -290,7 +310,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(obj, out):
 
 def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest.AlterConfigsResource (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -307,6 +327,9 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -316,7 +339,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -329,26 +355,33 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
             raise _w.bad_uvarint('configs', buf, pos, end)
         n_configs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_configs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_configs, pos = _w.read_uvarint(buf, pos, end, 'configs')
         n_configs -= 1
     if n_configs < 0 or n_configs > (end - pos) // 4:
         raise _w.bad_count('configs', pos - 1, n_configs, end, 4, 1)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = IncrementalAlterConfigsRequest_AlterConfigsResource.__new__(IncrementalAlterConfigsRequest_AlterConfigsResource)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest_AlterConfigsResource.__new__(IncrementalAlterConfigsRequest_AlterConfigsResource)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest_AlterConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configs = f_configs
@@ -403,7 +436,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(obj, out):
 
 def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -417,7 +450,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -435,13 +471,19 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
         raise _w.bad_sized('value', pos, n_value, end, 2, True)
-    obj = IncrementalAlterConfigsRequest_AlterableConfig.__new__(IncrementalAlterConfigsRequest_AlterableConfig)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest_AlterableConfig.__new__(IncrementalAlterConfigsRequest_AlterableConfig)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest_AlterableConfig)
     obj.name = f_name
     obj.config_operation = f_config_operation
     obj.value = f_value
@@ -489,7 +531,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(obj, out):
 
 def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -499,6 +541,9 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -508,7 +553,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -528,6 +576,9 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
@@ -537,7 +588,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -548,7 +602,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = IncrementalAlterConfigsRequest_AlterableConfig.__new__(IncrementalAlterConfigsRequest_AlterableConfig)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest_AlterableConfig.__new__(IncrementalAlterConfigsRequest_AlterableConfig)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest_AlterableConfig)
     obj.name = f_name
     obj.config_operation = f_config_operation
     obj.value = f_value
@@ -606,7 +663,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(obj, out):
 
 def _dec_IncrementalAlterConfigsResponse_v0(buf, cur, end):
     """Decode IncrementalAlterConfigsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -618,15 +675,19 @@ def _dec_IncrementalAlterConfigsResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 7:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 7, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
-    obj = IncrementalAlterConfigsResponse.__new__(IncrementalAlterConfigsResponse)
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = IncrementalAlterConfigsResponse.__new__(IncrementalAlterConfigsResponse)
+    else:
+        obj = _new(IncrementalAlterConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = []
@@ -655,7 +716,7 @@ def _enc_IncrementalAlterConfigsResponse_v0(obj, out):
 
 def _dec_IncrementalAlterConfigsResponse_v1(buf, cur, end):
     """Decode IncrementalAlterConfigsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -672,26 +733,33 @@ def _dec_IncrementalAlterConfigsResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 6, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = IncrementalAlterConfigsResponse.__new__(IncrementalAlterConfigsResponse)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsResponse.__new__(IncrementalAlterConfigsResponse)
+    else:
+        obj = _new(IncrementalAlterConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = unknown
@@ -729,7 +797,7 @@ def _enc_IncrementalAlterConfigsResponse_v1(obj, out):
 
 def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
     """Decode IncrementalAlterConfigsResponse.AlterConfigsResourceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -744,7 +812,10 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cu
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -764,11 +835,17 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cu
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
-    obj = IncrementalAlterConfigsResponse_AlterConfigsResourceResponse.__new__(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsResponse_AlterConfigsResourceResponse.__new__(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+    else:
+        obj = _new(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -818,7 +895,7 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, ou
 
 def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cur, end):
     """Decode IncrementalAlterConfigsResponse.AlterConfigsResourceResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -835,6 +912,9 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -844,7 +924,10 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -866,6 +949,9 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -875,7 +961,10 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -884,7 +973,10 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = IncrementalAlterConfigsResponse_AlterConfigsResourceResponse.__new__(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsResponse_AlterConfigsResourceResponse.__new__(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+    else:
+        obj = _new(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,24 +21,24 @@ cdef class InitProducerIdRequest(Message):
 cdef class InitProducerIdResponse(Message):
     cdef public object throttle_time_ms, error_code, producer_id, producer_epoch, ongoing_txn_producer_id, ongoing_txn_producer_epoch, unknown_tagged_fields
 
-@_cy.locals(obj=InitProducerIdRequest)
+@_cy.locals(obj=InitProducerIdRequest, pos=Py_ssize_t)
 cpdef _dec_InitProducerIdRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_InitProducerIdRequest_v0(InitProducerIdRequest obj, bytearray out)
-@_cy.locals(obj=InitProducerIdRequest)
+@_cy.locals(obj=InitProducerIdRequest, pos=Py_ssize_t)
 cpdef _dec_InitProducerIdRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_InitProducerIdRequest_v2(InitProducerIdRequest obj, bytearray out)
-@_cy.locals(obj=InitProducerIdRequest)
+@_cy.locals(obj=InitProducerIdRequest, pos=Py_ssize_t)
 cpdef _dec_InitProducerIdRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_InitProducerIdRequest_v3(InitProducerIdRequest obj, bytearray out)
-@_cy.locals(obj=InitProducerIdRequest)
+@_cy.locals(obj=InitProducerIdRequest, pos=Py_ssize_t)
 cpdef _dec_InitProducerIdRequest_v6(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_InitProducerIdRequest_v6(InitProducerIdRequest obj, bytearray out)
-@_cy.locals(obj=InitProducerIdResponse)
+@_cy.locals(obj=InitProducerIdResponse, pos=Py_ssize_t)
 cpdef _dec_InitProducerIdResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_InitProducerIdResponse_v0(InitProducerIdResponse obj, bytearray out)
-@_cy.locals(obj=InitProducerIdResponse)
+@_cy.locals(obj=InitProducerIdResponse, pos=Py_ssize_t)
 cpdef _dec_InitProducerIdResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_InitProducerIdResponse_v2(InitProducerIdResponse obj, bytearray out)
-@_cy.locals(obj=InitProducerIdResponse)
+@_cy.locals(obj=InitProducerIdResponse, pos=Py_ssize_t)
 cpdef _dec_InitProducerIdResponse_v6(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_InitProducerIdResponse_v6(InitProducerIdResponse obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,9 +58,14 @@ _RUN_transaction_timeout_ms__producer_epoch = (('transaction_timeout_ms', 0, 4),
 _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_InitProducerIdRequest_v0(buf, cur, end):
     """Decode InitProducerIdRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -77,7 +79,10 @@ def _dec_InitProducerIdRequest_v0(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -90,7 +95,10 @@ def _dec_InitProducerIdRequest_v0(buf, cur, end):
     else:
         f_transaction_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    if cython.compiled:
+        obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    else:
+        obj = _new(InitProducerIdRequest)
     obj.transactional_id = f_transactional_id
     obj.transaction_timeout_ms = f_transaction_timeout_ms
     obj.producer_id = -1
@@ -138,7 +146,7 @@ def _enc_InitProducerIdRequest_v0(obj, out):
 
 def _dec_InitProducerIdRequest_v2(buf, cur, end):
     """Decode InitProducerIdRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -148,6 +156,9 @@ def _dec_InitProducerIdRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -157,7 +168,10 @@ def _dec_InitProducerIdRequest_v2(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -175,7 +189,10 @@ def _dec_InitProducerIdRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    if cython.compiled:
+        obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    else:
+        obj = _new(InitProducerIdRequest)
     obj.transactional_id = f_transactional_id
     obj.transaction_timeout_ms = f_transaction_timeout_ms
     obj.producer_id = -1
@@ -228,7 +245,7 @@ def _enc_InitProducerIdRequest_v2(obj, out):
 
 def _dec_InitProducerIdRequest_v3(buf, cur, end):
     """Decode InitProducerIdRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -238,6 +255,9 @@ def _dec_InitProducerIdRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -247,7 +267,10 @@ def _dec_InitProducerIdRequest_v3(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -267,7 +290,10 @@ def _dec_InitProducerIdRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    if cython.compiled:
+        obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    else:
+        obj = _new(InitProducerIdRequest)
     obj.transactional_id = f_transactional_id
     obj.transaction_timeout_ms = f_transaction_timeout_ms
     obj.producer_id = f_producer_id
@@ -318,7 +344,7 @@ def _enc_InitProducerIdRequest_v3(obj, out):
 
 def _dec_InitProducerIdRequest_v6(buf, cur, end):
     """Decode InitProducerIdRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -328,6 +354,9 @@ def _dec_InitProducerIdRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -337,7 +366,10 @@ def _dec_InitProducerIdRequest_v6(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -365,7 +397,10 @@ def _dec_InitProducerIdRequest_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    if cython.compiled:
+        obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    else:
+        obj = _new(InitProducerIdRequest)
     obj.transactional_id = f_transactional_id
     obj.transaction_timeout_ms = f_transaction_timeout_ms
     obj.producer_id = f_producer_id
@@ -414,7 +449,7 @@ def _enc_InitProducerIdRequest_v6(obj, out):
 
 def _dec_InitProducerIdResponse_v0(buf, cur, end):
     """Decode InitProducerIdResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_throttle_time_ms__producer_epoch, pos, end)
     if cython.compiled:
@@ -425,7 +460,10 @@ def _dec_InitProducerIdResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _S_ihqh.unpack_from(buf, pos)
     pos += 16
-    obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    if cython.compiled:
+        obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    else:
+        obj = _new(InitProducerIdResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = f_producer_id
@@ -457,7 +495,7 @@ def _enc_InitProducerIdResponse_v0(obj, out):
 
 def _dec_InitProducerIdResponse_v2(buf, cur, end):
     """Decode InitProducerIdResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_throttle_time_ms__producer_epoch, pos, end)
     if cython.compiled:
@@ -473,7 +511,10 @@ def _dec_InitProducerIdResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    if cython.compiled:
+        obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    else:
+        obj = _new(InitProducerIdResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = f_producer_id
@@ -509,7 +550,7 @@ def _enc_InitProducerIdResponse_v2(obj, out):
 
 def _dec_InitProducerIdResponse_v6(buf, cur, end):
     """Decode InitProducerIdResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 26:
         raise _w.short_run(_RUN_throttle_time_ms__ongoing_txn_producer_epoch, pos, end)
     if cython.compiled:
@@ -527,7 +568,10 @@ def _dec_InitProducerIdResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    if cython.compiled:
+        obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    else:
+        obj = _new(InitProducerIdResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = f_producer_id

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,21 +33,21 @@ cdef class InitializeShareGroupStateResponse_InitializeStateResult(Struct):
 cdef class InitializeShareGroupStateResponse(Message):
     cdef public object results, unknown_tagged_fields
 
-@_cy.locals(obj=InitializeShareGroupStateRequest)
+@_cy.locals(obj=InitializeShareGroupStateRequest, pos=Py_ssize_t)
 cpdef _dec_InitializeShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_InitializeShareGroupStateRequest_v0(InitializeShareGroupStateRequest obj, bytearray out)
-@_cy.locals(obj=InitializeShareGroupStateRequest_InitializeStateData)
+@_cy.locals(obj=InitializeShareGroupStateRequest_InitializeStateData, pos=Py_ssize_t)
 cdef _dec_InitializeShareGroupStateRequest_InitializeStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_InitializeShareGroupStateRequest_InitializeStateData_v0(InitializeShareGroupStateRequest_InitializeStateData obj, bytearray out)
-@_cy.locals(obj=InitializeShareGroupStateRequest_PartitionData)
+@_cy.locals(obj=InitializeShareGroupStateRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_InitializeShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_InitializeShareGroupStateRequest_PartitionData_v0(InitializeShareGroupStateRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=InitializeShareGroupStateResponse)
+@_cy.locals(obj=InitializeShareGroupStateResponse, pos=Py_ssize_t)
 cpdef _dec_InitializeShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_InitializeShareGroupStateResponse_v0(InitializeShareGroupStateResponse obj, bytearray out)
-@_cy.locals(obj=InitializeShareGroupStateResponse_InitializeStateResult)
+@_cy.locals(obj=InitializeShareGroupStateResponse_InitializeStateResult, pos=Py_ssize_t)
 cdef _dec_InitializeShareGroupStateResponse_InitializeStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_InitializeShareGroupStateResponse_InitializeStateResult_v0(InitializeShareGroupStateResponse_InitializeStateResult obj, bytearray out)
-@_cy.locals(obj=InitializeShareGroupStateResponse_PartitionResult)
+@_cy.locals(obj=InitializeShareGroupStateResponse_PartitionResult, pos=Py_ssize_t)
 cdef _dec_InitializeShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_InitializeShareGroupStateResponse_PartitionResult_v0(InitializeShareGroupStateResponse_PartitionResult obj, bytearray out)

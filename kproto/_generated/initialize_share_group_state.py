@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -52,9 +49,14 @@ _RUN_partition__error_code = (('partition', 0, 4), ('error_code', 4, 2))
 _RUN_partition__start_offset = (('partition', 0, 4), ('state_epoch', 4, 4), ('start_offset', 8, 8))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_InitializeShareGroupStateRequest_v0(buf, cur, end):
     """Decode InitializeShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -64,6 +66,9 @@ def _dec_InitializeShareGroupStateRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -73,7 +78,10 @@ def _dec_InitializeShareGroupStateRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -86,26 +94,33 @@ def _dec_InitializeShareGroupStateRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_InitializeShareGroupStateRequest_InitializeStateData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_InitializeShareGroupStateRequest_InitializeStateData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitializeShareGroupStateRequest.__new__(InitializeShareGroupStateRequest)
+    if cython.compiled:
+        obj = InitializeShareGroupStateRequest.__new__(InitializeShareGroupStateRequest)
+    else:
+        obj = _new(InitializeShareGroupStateRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -154,7 +169,7 @@ def _enc_InitializeShareGroupStateRequest_v0(obj, out):
 
 def _dec_InitializeShareGroupStateRequest_InitializeStateData_v0(buf, cur, end):
     """Decode InitializeShareGroupStateRequest.InitializeStateData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -168,26 +183,33 @@ def _dec_InitializeShareGroupStateRequest_InitializeStateData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 17:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 17, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_InitializeShareGroupStateRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_InitializeShareGroupStateRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitializeShareGroupStateRequest_InitializeStateData.__new__(InitializeShareGroupStateRequest_InitializeStateData)
+    if cython.compiled:
+        obj = InitializeShareGroupStateRequest_InitializeStateData.__new__(InitializeShareGroupStateRequest_InitializeStateData)
+    else:
+        obj = _new(InitializeShareGroupStateRequest_InitializeStateData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -221,7 +243,7 @@ def _enc_InitializeShareGroupStateRequest_InitializeStateData_v0(obj, out):
 
 def _dec_InitializeShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     """Decode InitializeShareGroupStateRequest.InitializeStateData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition__start_offset, pos, end)
     if cython.compiled:
@@ -236,7 +258,10 @@ def _dec_InitializeShareGroupStateRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitializeShareGroupStateRequest_PartitionData.__new__(InitializeShareGroupStateRequest_PartitionData)
+    if cython.compiled:
+        obj = InitializeShareGroupStateRequest_PartitionData.__new__(InitializeShareGroupStateRequest_PartitionData)
+    else:
+        obj = _new(InitializeShareGroupStateRequest_PartitionData)
     obj.partition = f_partition
     obj.state_epoch = f_state_epoch
     obj.start_offset = f_start_offset
@@ -264,7 +289,7 @@ def _enc_InitializeShareGroupStateRequest_PartitionData_v0(obj, out):
 
 def _dec_InitializeShareGroupStateResponse_v0(buf, cur, end):
     """Decode InitializeShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_results = buf[pos] - 1
         pos += 1
@@ -274,26 +299,33 @@ def _dec_InitializeShareGroupStateResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 18:
         raise _w.bad_count('results', pos - 1, n_results, end, 18, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_InitializeShareGroupStateResponse_InitializeStateResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_InitializeShareGroupStateResponse_InitializeStateResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitializeShareGroupStateResponse.__new__(InitializeShareGroupStateResponse)
+    if cython.compiled:
+        obj = InitializeShareGroupStateResponse.__new__(InitializeShareGroupStateResponse)
+    else:
+        obj = _new(InitializeShareGroupStateResponse)
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -325,7 +357,7 @@ def _enc_InitializeShareGroupStateResponse_v0(obj, out):
 
 def _dec_InitializeShareGroupStateResponse_InitializeStateResult_v0(buf, cur, end):
     """Decode InitializeShareGroupStateResponse.InitializeStateResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -339,26 +371,33 @@ def _dec_InitializeShareGroupStateResponse_InitializeStateResult_v0(buf, cur, en
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 8:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 8, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_InitializeShareGroupStateResponse_PartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_InitializeShareGroupStateResponse_PartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitializeShareGroupStateResponse_InitializeStateResult.__new__(InitializeShareGroupStateResponse_InitializeStateResult)
+    if cython.compiled:
+        obj = InitializeShareGroupStateResponse_InitializeStateResult.__new__(InitializeShareGroupStateResponse_InitializeStateResult)
+    else:
+        obj = _new(InitializeShareGroupStateResponse_InitializeStateResult)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -392,7 +431,7 @@ def _enc_InitializeShareGroupStateResponse_InitializeStateResult_v0(obj, out):
 
 def _dec_InitializeShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     """Decode InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
     if cython.compiled:
@@ -410,6 +449,9 @@ def _dec_InitializeShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -419,7 +461,10 @@ def _dec_InitializeShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -430,7 +475,10 @@ def _dec_InitializeShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitializeShareGroupStateResponse_PartitionResult.__new__(InitializeShareGroupStateResponse_PartitionResult)
+    if cython.compiled:
+        obj = InitializeShareGroupStateResponse_PartitionResult.__new__(InitializeShareGroupStateResponse_PartitionResult)
+    else:
+        obj = _new(InitializeShareGroupStateResponse_PartitionResult)
     obj.partition = f_partition
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -74,9 +71,14 @@ _RUN_throttle_time_ms__generation_id = (('throttle_time_ms', 0, 4), ('error_code
 _RUN_throttle_time_ms__protocol_name = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('generation_id', 6, 4), ('protocol_name', 10, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_JoinGroupRequest_v0(buf, cur, end):
     """Decode JoinGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -90,7 +92,10 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -108,7 +113,10 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -125,7 +133,10 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -139,15 +150,19 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 6:
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
     f_protocols = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_protocols):
-            f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("protocols[%d]" % i)
-    pos = cur.pos
-    obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    if cython.compiled or n_protocols:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_protocols):
+                f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    else:
+        obj = _new(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.rebalance_timeout_ms = -1
@@ -229,7 +244,7 @@ def _enc_JoinGroupRequest_v0(obj, out):
 
 def _dec_JoinGroupRequest_v1(buf, cur, end):
     """Decode JoinGroupRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -243,7 +258,10 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -262,7 +280,10 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -279,7 +300,10 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -293,15 +317,19 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 6:
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
     f_protocols = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_protocols):
-            f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("protocols[%d]" % i)
-    pos = cur.pos
-    obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    if cython.compiled or n_protocols:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_protocols):
+                f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    else:
+        obj = _new(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.rebalance_timeout_ms = f_rebalance_timeout_ms
@@ -384,7 +412,7 @@ def _enc_JoinGroupRequest_v1(obj, out):
 
 def _dec_JoinGroupRequest_v5(buf, cur, end):
     """Decode JoinGroupRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -398,7 +426,10 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -417,7 +448,10 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -434,7 +468,10 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -453,7 +490,10 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -467,15 +507,19 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 6:
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
     f_protocols = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_protocols):
-            f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("protocols[%d]" % i)
-    pos = cur.pos
-    obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    if cython.compiled or n_protocols:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_protocols):
+                f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    else:
+        obj = _new(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.rebalance_timeout_ms = f_rebalance_timeout_ms
@@ -571,7 +615,7 @@ def _enc_JoinGroupRequest_v5(obj, out):
 
 def _dec_JoinGroupRequest_v6(buf, cur, end):
     """Decode JoinGroupRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -581,6 +625,9 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -590,7 +637,10 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -611,6 +661,9 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -620,7 +673,10 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -633,6 +689,9 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -642,7 +701,10 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -657,6 +719,9 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -666,7 +731,10 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -679,26 +747,33 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('protocols', buf, pos, end)
         n_protocols = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocols = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocols, pos = _w.read_uvarint(buf, pos, end, 'protocols')
         n_protocols -= 1
     if n_protocols < 0 or n_protocols > (end - pos) // 3:
         raise _w.bad_count('protocols', pos - 1, n_protocols, end, 3, 1)
     f_protocols = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_protocols):
-            f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("protocols[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_protocols:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_protocols):
+                f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    if cython.compiled:
+        obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    else:
+        obj = _new(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.rebalance_timeout_ms = f_rebalance_timeout_ms
@@ -807,7 +882,7 @@ def _enc_JoinGroupRequest_v6(obj, out):
 
 def _dec_JoinGroupRequest_v8(buf, cur, end):
     """Decode JoinGroupRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -817,6 +892,9 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -826,7 +904,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -847,6 +928,9 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -856,7 +940,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -869,6 +956,9 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -878,7 +968,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -893,6 +986,9 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -902,7 +998,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -915,20 +1014,24 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('protocols', buf, pos, end)
         n_protocols = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocols = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocols, pos = _w.read_uvarint(buf, pos, end, 'protocols')
         n_protocols -= 1
     if n_protocols < 0 or n_protocols > (end - pos) // 3:
         raise _w.bad_count('protocols', pos - 1, n_protocols, end, 3, 1)
     f_protocols = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_protocols):
-            f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("protocols[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_protocols:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_protocols):
+                f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_reason = buf[pos] - 1
         pos += 1
@@ -938,6 +1041,9 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('reason', buf, pos, end)
         n_reason = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_reason = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_reason, pos = _w.read_uvarint(buf, pos, end, 'reason')
         n_reason -= 1
@@ -947,7 +1053,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             if f_reason is None:
                 raise _w.bad_utf8_at(buf, pos, n_reason, 'reason')
         else:
-            f_reason = _w.utf8(buf, pos, n_reason, 'reason')
+            try:
+                f_reason = buf[pos:pos + n_reason].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('reason', pos, exc) from None
         pos += n_reason
     elif n_reason == -1:
         f_reason = None
@@ -958,7 +1067,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    if cython.compiled:
+        obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    else:
+        obj = _new(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.rebalance_timeout_ms = f_rebalance_timeout_ms
@@ -1083,7 +1195,7 @@ def _enc_JoinGroupRequest_v8(obj, out):
 
 def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
     """Decode JoinGroupRequest.JoinGroupRequestProtocol (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1097,7 +1209,10 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1113,7 +1228,10 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
         pos += n_metadata
     else:
         raise _w.bad_sized('metadata', pos, n_metadata, end, 4, False)
-    obj = JoinGroupRequest_JoinGroupRequestProtocol.__new__(JoinGroupRequest_JoinGroupRequestProtocol)
+    if cython.compiled:
+        obj = JoinGroupRequest_JoinGroupRequestProtocol.__new__(JoinGroupRequest_JoinGroupRequestProtocol)
+    else:
+        obj = _new(JoinGroupRequest_JoinGroupRequestProtocol)
     obj.name = f_name
     obj.metadata = f_metadata
     obj.unknown_tagged_fields = []
@@ -1156,7 +1274,7 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
 
 def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
     """Decode JoinGroupRequest.JoinGroupRequestProtocol (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1166,6 +1284,9 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1175,7 +1296,10 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1188,6 +1312,9 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
             raise _w.bad_uvarint('metadata', buf, pos, end)
         n_metadata = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_metadata = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_metadata, pos = _w.read_uvarint(buf, pos, end, 'metadata')
         n_metadata -= 1
@@ -1201,7 +1328,10 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupRequest_JoinGroupRequestProtocol.__new__(JoinGroupRequest_JoinGroupRequestProtocol)
+    if cython.compiled:
+        obj = JoinGroupRequest_JoinGroupRequestProtocol.__new__(JoinGroupRequest_JoinGroupRequestProtocol)
+    else:
+        obj = _new(JoinGroupRequest_JoinGroupRequestProtocol)
     obj.name = f_name
     obj.metadata = f_metadata
     obj.unknown_tagged_fields = unknown
@@ -1250,7 +1380,7 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
 
 def _dec_JoinGroupResponse_v0(buf, cur, end):
     """Decode JoinGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_error_code__protocol_name, pos, end)
     if cython.compiled:
@@ -1266,7 +1396,10 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
@@ -1283,7 +1416,10 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
@@ -1300,7 +1436,10 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1314,15 +1453,19 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 6:
         raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = 0
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -1406,7 +1549,7 @@ def _enc_JoinGroupResponse_v0(obj, out):
 
 def _dec_JoinGroupResponse_v2(buf, cur, end):
     """Decode JoinGroupResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_throttle_time_ms__protocol_name, pos, end)
     if cython.compiled:
@@ -1423,7 +1566,10 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
@@ -1440,7 +1586,10 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
@@ -1457,7 +1606,10 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1471,15 +1623,19 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 6:
         raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -1564,7 +1720,7 @@ def _enc_JoinGroupResponse_v2(obj, out):
 
 def _dec_JoinGroupResponse_v5(buf, cur, end):
     """Decode JoinGroupResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_throttle_time_ms__protocol_name, pos, end)
     if cython.compiled:
@@ -1581,7 +1737,10 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
@@ -1598,7 +1757,10 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
@@ -1615,7 +1777,10 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1629,15 +1794,19 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 8:
         raise _w.bad_count('members', pos - 4, n_members, end, 8, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -1722,7 +1891,7 @@ def _enc_JoinGroupResponse_v5(obj, out):
 
 def _dec_JoinGroupResponse_v6(buf, cur, end):
     """Decode JoinGroupResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
     if cython.compiled:
@@ -1741,6 +1910,9 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
         n_protocol_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
@@ -1750,7 +1922,10 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, False)
@@ -1763,6 +1938,9 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
             raise _w.bad_uvarint('leader', buf, pos, end)
         n_leader = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_leader = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
         n_leader -= 1
@@ -1772,7 +1950,10 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
@@ -1785,6 +1966,9 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -1794,7 +1978,10 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1807,26 +1994,33 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -1923,7 +2117,7 @@ def _enc_JoinGroupResponse_v6(obj, out):
 
 def _dec_JoinGroupResponse_v7(buf, cur, end):
     """Decode JoinGroupResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
     if cython.compiled:
@@ -1942,6 +2136,9 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -1951,7 +2148,10 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -1966,6 +2166,9 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
         n_protocol_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
@@ -1975,7 +2178,10 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
@@ -1990,6 +2196,9 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             raise _w.bad_uvarint('leader', buf, pos, end)
         n_leader = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_leader = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
         n_leader -= 1
@@ -1999,7 +2208,10 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
@@ -2012,6 +2224,9 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -2021,7 +2236,10 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2034,26 +2252,33 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -2166,7 +2391,7 @@ def _enc_JoinGroupResponse_v7(obj, out):
 
 def _dec_JoinGroupResponse_v9(buf, cur, end):
     """Decode JoinGroupResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
     if cython.compiled:
@@ -2185,6 +2410,9 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -2194,7 +2422,10 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -2209,6 +2440,9 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
         n_protocol_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
@@ -2218,7 +2452,10 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
@@ -2233,6 +2470,9 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('leader', buf, pos, end)
         n_leader = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_leader = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
         n_leader -= 1
@@ -2242,7 +2482,10 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
@@ -2265,6 +2508,9 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -2274,7 +2520,10 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2287,26 +2536,33 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -2422,7 +2678,7 @@ def _enc_JoinGroupResponse_v9(obj, out):
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
     """Decode JoinGroupResponse.JoinGroupResponseMember (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -2436,7 +2692,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -2452,7 +2711,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
         pos += n_metadata
     else:
         raise _w.bad_sized('metadata', pos, n_metadata, end, 4, False)
-    obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    if cython.compiled:
+        obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    else:
+        obj = _new(JoinGroupResponse_JoinGroupResponseMember)
     obj.member_id = f_member_id
     obj.group_instance_id = None
     obj.metadata = f_metadata
@@ -2496,7 +2758,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
     """Decode JoinGroupResponse.JoinGroupResponseMember (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -2510,7 +2772,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -2527,7 +2792,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -2545,7 +2813,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
         pos += n_metadata
     else:
         raise _w.bad_sized('metadata', pos, n_metadata, end, 4, False)
-    obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    if cython.compiled:
+        obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    else:
+        obj = _new(JoinGroupResponse_JoinGroupResponseMember)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.metadata = f_metadata
@@ -2604,7 +2875,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
     """Decode JoinGroupResponse.JoinGroupResponseMember (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -2614,6 +2885,9 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -2623,7 +2897,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2636,6 +2913,9 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -2645,7 +2925,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -2660,6 +2943,9 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
             raise _w.bad_uvarint('metadata', buf, pos, end)
         n_metadata = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_metadata = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_metadata, pos = _w.read_uvarint(buf, pos, end, 'metadata')
         n_metadata -= 1
@@ -2673,7 +2959,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    if cython.compiled:
+        obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    else:
+        obj = _new(JoinGroupResponse_JoinGroupResponseMember)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.metadata = f_metadata

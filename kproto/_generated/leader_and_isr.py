@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -87,9 +84,15 @@ _RUN_removing_replicas = (('removing_replicas', 0, 4),)
 _RUN_topic_name = (('topic_name', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
     """Decode LeaderAndIsrRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -102,14 +105,15 @@ def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -120,15 +124,19 @@ def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -182,7 +190,7 @@ def _enc_LeaderAndIsrRequest_v0(obj, out):
 
 def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
     """Decode LeaderAndIsrRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -195,14 +203,15 @@ def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 31:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 31, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -213,15 +222,19 @@ def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -275,7 +288,7 @@ def _enc_LeaderAndIsrRequest_v1(obj, out):
 
 def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
     """Decode LeaderAndIsrRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
     if cython.compiled:
@@ -289,14 +302,15 @@ def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 6:
         raise _w.bad_count('topic_states', pos - 4, n_topic_states, end, 6, 4)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -307,15 +321,19 @@ def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -370,7 +388,7 @@ def _enc_LeaderAndIsrRequest_v2(obj, out):
 
 def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
     """Decode LeaderAndIsrRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
     if cython.compiled:
@@ -384,14 +402,15 @@ def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 6:
         raise _w.bad_count('topic_states', pos - 4, n_topic_states, end, 6, 4)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -402,15 +421,19 @@ def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -465,7 +488,7 @@ def _enc_LeaderAndIsrRequest_v3(obj, out):
 
 def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -484,20 +507,24 @@ def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -507,26 +534,33 @@ def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('live_leaders', buf, pos, end)
         n_live_leaders = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_live_leaders = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_live_leaders, pos = _w.read_uvarint(buf, pos, end, 'live_leaders')
         n_live_leaders -= 1
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -591,7 +625,7 @@ def _enc_LeaderAndIsrRequest_v4(obj, out):
 
 def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
     """Decode LeaderAndIsrRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__type, pos, end)
     if cython.compiled:
@@ -611,20 +645,24 @@ def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -634,26 +672,33 @@ def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('live_leaders', buf, pos, end)
         n_live_leaders = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_live_leaders = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_live_leaders, pos = _w.read_uvarint(buf, pos, end, 'live_leaders')
         n_live_leaders -= 1
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -717,7 +762,7 @@ def _enc_LeaderAndIsrRequest_v5(obj, out):
 
 def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
     """Decode LeaderAndIsrRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__type, pos, end)
     if cython.compiled:
@@ -737,20 +782,24 @@ def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -760,26 +809,33 @@ def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('live_leaders', buf, pos, end)
         n_live_leaders = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_live_leaders = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_live_leaders, pos = _w.read_uvarint(buf, pos, end, 'live_leaders')
         n_live_leaders -= 1
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -843,7 +899,7 @@ def _enc_LeaderAndIsrRequest_v6(obj, out):
 
 def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
     """Decode LeaderAndIsrRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_controller_id__type_2, pos, end)
     if cython.compiled:
@@ -867,20 +923,24 @@ def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -890,26 +950,33 @@ def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
             raise _w.bad_uvarint('live_leaders', buf, pos, end)
         n_live_leaders = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_live_leaders = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_live_leaders, pos = _w.read_uvarint(buf, pos, end, 'live_leaders')
         n_live_leaders -= 1
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = b_is_k_raft_controller
     obj.controller_epoch = f_controller_epoch
@@ -972,7 +1039,7 @@ def _enc_LeaderAndIsrRequest_v7(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -986,7 +1053,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1005,6 +1075,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1020,10 +1092,15 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1103,7 +1180,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1117,7 +1194,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1136,6 +1216,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1151,6 +1233,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1164,7 +1248,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
     if f_is_new != 0 and f_is_new != 1:
         raise _w.bad_bool('is_new', pos - 1, f_is_new)
     b_is_new = f_is_new == 1
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1249,7 +1336,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1265,6 +1352,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1280,6 +1369,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1293,7 +1384,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end):
     if f_is_new != 0 and f_is_new != 1:
         raise _w.bad_bool('is_new', pos - 1, f_is_new)
     b_is_new = f_is_new == 1
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1363,7 +1457,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1379,6 +1473,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1394,6 +1490,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1408,6 +1506,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
         raise _w.bad_count('adding_replicas', pos - 4, n_adding_replicas, end, 4, 4)
     if cython.compiled:
         f_adding_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_adding_replicas)]
+    elif n_adding_replicas < _w.SMALL_ARRAY_MAX:
+        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
     else:
         f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
     pos += n_adding_replicas * 4
@@ -1422,6 +1522,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
         raise _w.bad_count('removing_replicas', pos - 4, n_removing_replicas, end, 4, 4)
     if cython.compiled:
         f_removing_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_removing_replicas)]
+    elif n_removing_replicas < _w.SMALL_ARRAY_MAX:
+        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
     else:
         f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
     pos += n_removing_replicas * 4
@@ -1435,7 +1537,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
     if f_is_new != 0 and f_is_new != 1:
         raise _w.bad_bool('is_new', pos - 1, f_is_new)
     b_is_new = f_is_new == 1
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1537,7 +1642,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1557,6 +1662,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
             raise _w.bad_uvarint('isr', buf, pos, end)
         n_isr = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_isr = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_isr, pos = _w.read_uvarint(buf, pos, end, 'isr')
         n_isr -= 1
@@ -1564,6 +1672,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
         raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1583,6 +1693,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
             raise _w.bad_uvarint('replicas', buf, pos, end)
         n_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_replicas, pos = _w.read_uvarint(buf, pos, end, 'replicas')
         n_replicas -= 1
@@ -1590,6 +1703,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
         raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1602,6 +1717,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
             raise _w.bad_uvarint('adding_replicas', buf, pos, end)
         n_adding_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_adding_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_adding_replicas, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
         n_adding_replicas -= 1
@@ -1609,6 +1727,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
         raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas, end, 4, 1)
     if cython.compiled:
         f_adding_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_adding_replicas)]
+    elif n_adding_replicas < _w.SMALL_ARRAY_MAX:
+        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
     else:
         f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
     pos += n_adding_replicas * 4
@@ -1621,6 +1741,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
             raise _w.bad_uvarint('removing_replicas', buf, pos, end)
         n_removing_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_removing_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_removing_replicas, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
         n_removing_replicas -= 1
@@ -1628,6 +1751,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
         raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas, end, 4, 1)
     if cython.compiled:
         f_removing_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_removing_replicas)]
+    elif n_removing_replicas < _w.SMALL_ARRAY_MAX:
+        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
     else:
         f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
     pos += n_removing_replicas * 4
@@ -1646,7 +1771,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1764,7 +1892,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1784,6 +1912,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
             raise _w.bad_uvarint('isr', buf, pos, end)
         n_isr = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_isr = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_isr, pos = _w.read_uvarint(buf, pos, end, 'isr')
         n_isr -= 1
@@ -1791,6 +1922,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
         raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1810,6 +1943,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
             raise _w.bad_uvarint('replicas', buf, pos, end)
         n_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_replicas, pos = _w.read_uvarint(buf, pos, end, 'replicas')
         n_replicas -= 1
@@ -1817,6 +1953,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
         raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1829,6 +1967,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
             raise _w.bad_uvarint('adding_replicas', buf, pos, end)
         n_adding_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_adding_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_adding_replicas, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
         n_adding_replicas -= 1
@@ -1836,6 +1977,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
         raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas, end, 4, 1)
     if cython.compiled:
         f_adding_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_adding_replicas)]
+    elif n_adding_replicas < _w.SMALL_ARRAY_MAX:
+        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
     else:
         f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
     pos += n_adding_replicas * 4
@@ -1848,6 +1991,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
             raise _w.bad_uvarint('removing_replicas', buf, pos, end)
         n_removing_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_removing_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_removing_replicas, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
         n_removing_replicas -= 1
@@ -1855,6 +2001,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
         raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas, end, 4, 1)
     if cython.compiled:
         f_removing_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_removing_replicas)]
+    elif n_removing_replicas < _w.SMALL_ARRAY_MAX:
+        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
     else:
         f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
     pos += n_removing_replicas * 4
@@ -1874,7 +2022,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1991,7 +2142,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -2005,7 +2156,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -2019,15 +2173,19 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 29:
         raise _w.bad_count('partition_states', pos - 4, n_partition_states, end, 29, 4)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
-    obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
@@ -2071,7 +2229,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -2085,7 +2243,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -2099,15 +2260,19 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 37:
         raise _w.bad_count('partition_states', pos - 4, n_partition_states, end, 37, 4)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
-    obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
@@ -2151,7 +2316,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2161,6 +2326,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -2170,7 +2338,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -2183,26 +2354,33 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
             raise _w.bad_uvarint('partition_states', buf, pos, end)
         n_partition_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_states, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
         n_partition_states -= 1
     if n_partition_states < 0 or n_partition_states > (end - pos) // 26:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 26, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
@@ -2252,7 +2430,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2262,6 +2440,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -2271,7 +2452,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -2288,26 +2472,33 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
             raise _w.bad_uvarint('partition_states', buf, pos, end)
         n_partition_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_states, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
         n_partition_states -= 1
     if n_partition_states < 0 or n_partition_states > (end - pos) // 26:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 26, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partition_states = f_partition_states
@@ -2358,7 +2549,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2368,6 +2559,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -2377,7 +2571,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -2394,26 +2591,33 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
             raise _w.bad_uvarint('partition_states', buf, pos, end)
         n_partition_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_states, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
         n_partition_states -= 1
     if n_partition_states < 0 or n_partition_states > (end - pos) // 27:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 27, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partition_states = f_partition_states
@@ -2464,7 +2668,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrLiveLeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_broker_id__host_name, pos, end)
     if cython.compiled:
@@ -2479,7 +2683,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
             if f_host_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_name, 'host_name')
         else:
-            f_host_name = _w.utf8(buf, pos, n_host_name, 'host_name')
+            try:
+                f_host_name = buf[pos:pos + n_host_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_name', pos, exc) from None
         pos += n_host_name
     else:
         raise _w.bad_sized('host_name', pos, n_host_name, end, 2, False)
@@ -2490,7 +2697,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = LeaderAndIsrRequest_LeaderAndIsrLiveLeader.__new__(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrLiveLeader.__new__(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
     obj.broker_id = f_broker_id
     obj.host_name = f_host_name
     obj.port = f_port
@@ -2528,7 +2738,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrLiveLeader (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -2545,6 +2755,9 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
             raise _w.bad_uvarint('host_name', buf, pos, end)
         n_host_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host_name, pos = _w.read_uvarint(buf, pos, end, 'host_name')
         n_host_name -= 1
@@ -2554,7 +2767,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
             if f_host_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_name, 'host_name')
         else:
-            f_host_name = _w.utf8(buf, pos, n_host_name, 'host_name')
+            try:
+                f_host_name = buf[pos:pos + n_host_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_name', pos, exc) from None
         pos += n_host_name
     else:
         raise _w.bad_sized('host_name', pos, n_host_name, end, 1, False)
@@ -2570,7 +2786,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrLiveLeader.__new__(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrLiveLeader.__new__(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
     obj.broker_id = f_broker_id
     obj.host_name = f_host_name
     obj.port = f_port
@@ -2617,7 +2836,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
 
 def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
     """Decode LeaderAndIsrResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
     if cython.compiled:
@@ -2629,15 +2848,19 @@ def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8, 4)
     f_partition_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_errors):
-            f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_errors[%d]" % i)
-    pos = cur.pos
-    obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    if cython.compiled or n_partition_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_errors):
+                f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    else:
+        obj = _new(LeaderAndIsrResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
     obj.topics = []
@@ -2669,7 +2892,7 @@ def _enc_LeaderAndIsrResponse_v0(obj, out):
 
 def _dec_LeaderAndIsrResponse_v4(buf, cur, end):
     """Decode LeaderAndIsrResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2686,26 +2909,33 @@ def _dec_LeaderAndIsrResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('partition_errors', buf, pos, end)
         n_partition_errors = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_errors = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_errors, pos = _w.read_uvarint(buf, pos, end, 'partition_errors')
         n_partition_errors -= 1
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 1, n_partition_errors, end, 8, 1)
     f_partition_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_errors):
-            f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_errors):
+                f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    else:
+        obj = _new(LeaderAndIsrResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
     obj.topics = []
@@ -2746,7 +2976,7 @@ def _enc_LeaderAndIsrResponse_v4(obj, out):
 
 def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
     """Decode LeaderAndIsrResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2763,26 +2993,33 @@ def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    else:
+        obj = _new(LeaderAndIsrResponse)
     obj.error_code = f_error_code
     obj.partition_errors = []
     obj.topics = f_topics
@@ -2823,7 +3060,7 @@ def _enc_LeaderAndIsrResponse_v5(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -2837,7 +3074,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -2849,7 +3089,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    else:
+        obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -2887,7 +3130,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2897,6 +3140,9 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -2906,7 +3152,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -2923,7 +3172,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    else:
+        obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -2966,7 +3218,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -2980,7 +3232,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    else:
+        obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -3007,7 +3262,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrTopicError (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -3021,26 +3276,33 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
             raise _w.bad_uvarint('partition_errors', buf, pos, end)
         n_partition_errors = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_errors = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_errors, pos = _w.read_uvarint(buf, pos, end, 'partition_errors')
         n_partition_errors -= 1
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 7:
         raise _w.bad_count('partition_errors', pos - 1, n_partition_errors, end, 7, 1)
     f_partition_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_errors):
-            f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_errors):
+                f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrResponse_LeaderAndIsrTopicError.__new__(LeaderAndIsrResponse_LeaderAndIsrTopicError)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse_LeaderAndIsrTopicError.__new__(LeaderAndIsrResponse_LeaderAndIsrTopicError)
+    else:
+        obj = _new(LeaderAndIsrResponse_LeaderAndIsrTopicError)
     obj.topic_id = f_topic_id
     obj.partition_errors = f_partition_errors
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -26,42 +27,42 @@ cdef class LeaveGroupResponse_MemberResponse(Struct):
 cdef class LeaveGroupResponse(Message):
     cdef public object throttle_time_ms, error_code, members, unknown_tagged_fields
 
-@_cy.locals(obj=LeaveGroupRequest)
+@_cy.locals(obj=LeaveGroupRequest, pos=Py_ssize_t)
 cpdef _dec_LeaveGroupRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_LeaveGroupRequest_v0(LeaveGroupRequest obj, bytearray out)
-@_cy.locals(obj=LeaveGroupRequest)
+@_cy.locals(obj=LeaveGroupRequest, pos=Py_ssize_t)
 cpdef _dec_LeaveGroupRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_LeaveGroupRequest_v3(LeaveGroupRequest obj, bytearray out)
-@_cy.locals(obj=LeaveGroupRequest)
+@_cy.locals(obj=LeaveGroupRequest, pos=Py_ssize_t)
 cpdef _dec_LeaveGroupRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_LeaveGroupRequest_v4(LeaveGroupRequest obj, bytearray out)
-@_cy.locals(obj=LeaveGroupRequest)
+@_cy.locals(obj=LeaveGroupRequest, pos=Py_ssize_t)
 cpdef _dec_LeaveGroupRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_LeaveGroupRequest_v5(LeaveGroupRequest obj, bytearray out)
-@_cy.locals(obj=LeaveGroupRequest_MemberIdentity)
+@_cy.locals(obj=LeaveGroupRequest_MemberIdentity, pos=Py_ssize_t)
 cdef _dec_LeaveGroupRequest_MemberIdentity_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_LeaveGroupRequest_MemberIdentity_v3(LeaveGroupRequest_MemberIdentity obj, bytearray out)
-@_cy.locals(obj=LeaveGroupRequest_MemberIdentity)
+@_cy.locals(obj=LeaveGroupRequest_MemberIdentity, pos=Py_ssize_t)
 cdef _dec_LeaveGroupRequest_MemberIdentity_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_LeaveGroupRequest_MemberIdentity_v4(LeaveGroupRequest_MemberIdentity obj, bytearray out)
-@_cy.locals(obj=LeaveGroupRequest_MemberIdentity)
+@_cy.locals(obj=LeaveGroupRequest_MemberIdentity, pos=Py_ssize_t)
 cdef _dec_LeaveGroupRequest_MemberIdentity_v5(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_LeaveGroupRequest_MemberIdentity_v5(LeaveGroupRequest_MemberIdentity obj, bytearray out)
-@_cy.locals(obj=LeaveGroupResponse)
+@_cy.locals(obj=LeaveGroupResponse, pos=Py_ssize_t)
 cpdef _dec_LeaveGroupResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_LeaveGroupResponse_v0(LeaveGroupResponse obj, bytearray out)
-@_cy.locals(obj=LeaveGroupResponse)
+@_cy.locals(obj=LeaveGroupResponse, pos=Py_ssize_t)
 cpdef _dec_LeaveGroupResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_LeaveGroupResponse_v1(LeaveGroupResponse obj, bytearray out)
-@_cy.locals(obj=LeaveGroupResponse)
+@_cy.locals(obj=LeaveGroupResponse, pos=Py_ssize_t)
 cpdef _dec_LeaveGroupResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_LeaveGroupResponse_v3(LeaveGroupResponse obj, bytearray out)
-@_cy.locals(obj=LeaveGroupResponse)
+@_cy.locals(obj=LeaveGroupResponse, pos=Py_ssize_t)
 cpdef _dec_LeaveGroupResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_LeaveGroupResponse_v4(LeaveGroupResponse obj, bytearray out)
-@_cy.locals(obj=LeaveGroupResponse_MemberResponse)
+@_cy.locals(obj=LeaveGroupResponse_MemberResponse, pos=Py_ssize_t)
 cdef _dec_LeaveGroupResponse_MemberResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_LeaveGroupResponse_MemberResponse_v3(LeaveGroupResponse_MemberResponse obj, bytearray out)
-@_cy.locals(obj=LeaveGroupResponse_MemberResponse)
+@_cy.locals(obj=LeaveGroupResponse_MemberResponse, pos=Py_ssize_t)
 cdef _dec_LeaveGroupResponse_MemberResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_LeaveGroupResponse_MemberResponse_v4(LeaveGroupResponse_MemberResponse obj, bytearray out)

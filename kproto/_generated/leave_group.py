@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -59,9 +56,14 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_throttle_time_ms__members = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('members', 6, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_LeaveGroupRequest_v0(buf, cur, end):
     """Decode LeaveGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -75,7 +77,10 @@ def _dec_LeaveGroupRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -92,11 +97,17 @@ def _dec_LeaveGroupRequest_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    if cython.compiled:
+        obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    else:
+        obj = _new(LeaveGroupRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.members = []
@@ -145,7 +156,7 @@ def _enc_LeaveGroupRequest_v0(obj, out):
 
 def _dec_LeaveGroupRequest_v3(buf, cur, end):
     """Decode LeaveGroupRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -159,7 +170,10 @@ def _dec_LeaveGroupRequest_v3(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -173,15 +187,19 @@ def _dec_LeaveGroupRequest_v3(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 4, n_members, end, 4, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
-    obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    else:
+        obj = _new(LeaveGroupRequest)
     obj.group_id = f_group_id
     obj.member_id = ''
     obj.members = f_members
@@ -227,7 +245,7 @@ def _enc_LeaveGroupRequest_v3(obj, out):
 
 def _dec_LeaveGroupRequest_v4(buf, cur, end):
     """Decode LeaveGroupRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -237,6 +255,9 @@ def _dec_LeaveGroupRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -246,7 +267,10 @@ def _dec_LeaveGroupRequest_v4(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -259,26 +283,33 @@ def _dec_LeaveGroupRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 3:
         raise _w.bad_count('members', pos - 1, n_members, end, 3, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    if cython.compiled:
+        obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    else:
+        obj = _new(LeaveGroupRequest)
     obj.group_id = f_group_id
     obj.member_id = ''
     obj.members = f_members
@@ -330,7 +361,7 @@ def _enc_LeaveGroupRequest_v4(obj, out):
 
 def _dec_LeaveGroupRequest_v5(buf, cur, end):
     """Decode LeaveGroupRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -340,6 +371,9 @@ def _dec_LeaveGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -349,7 +383,10 @@ def _dec_LeaveGroupRequest_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -362,26 +399,33 @@ def _dec_LeaveGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    if cython.compiled:
+        obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    else:
+        obj = _new(LeaveGroupRequest)
     obj.group_id = f_group_id
     obj.member_id = ''
     obj.members = f_members
@@ -433,7 +477,7 @@ def _enc_LeaveGroupRequest_v5(obj, out):
 
 def _dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end):
     """Decode LeaveGroupRequest.MemberIdentity (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -447,7 +491,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -464,13 +511,19 @@ def _dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
         raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
-    obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    if cython.compiled:
+        obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    else:
+        obj = _new(LeaveGroupRequest_MemberIdentity)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.reason = None
@@ -517,7 +570,7 @@ def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
 
 def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
     """Decode LeaveGroupRequest.MemberIdentity (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -527,6 +580,9 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -536,7 +592,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -549,6 +608,9 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -558,7 +620,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -569,7 +634,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    if cython.compiled:
+        obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    else:
+        obj = _new(LeaveGroupRequest_MemberIdentity)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.reason = None
@@ -622,7 +690,7 @@ def _enc_LeaveGroupRequest_MemberIdentity_v4(obj, out):
 
 def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
     """Decode LeaveGroupRequest.MemberIdentity (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -632,6 +700,9 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -641,7 +712,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -654,6 +728,9 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -663,7 +740,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -678,6 +758,9 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
             raise _w.bad_uvarint('reason', buf, pos, end)
         n_reason = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_reason = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_reason, pos = _w.read_uvarint(buf, pos, end, 'reason')
         n_reason -= 1
@@ -687,7 +770,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
             if f_reason is None:
                 raise _w.bad_utf8_at(buf, pos, n_reason, 'reason')
         else:
-            f_reason = _w.utf8(buf, pos, n_reason, 'reason')
+            try:
+                f_reason = buf[pos:pos + n_reason].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('reason', pos, exc) from None
         pos += n_reason
     elif n_reason == -1:
         f_reason = None
@@ -698,7 +784,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    if cython.compiled:
+        obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    else:
+        obj = _new(LeaveGroupRequest_MemberIdentity)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.reason = f_reason
@@ -767,7 +856,7 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
 
 def _dec_LeaveGroupResponse_v0(buf, cur, end):
     """Decode LeaveGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -775,7 +864,10 @@ def _dec_LeaveGroupResponse_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    if cython.compiled:
+        obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    else:
+        obj = _new(LeaveGroupResponse)
     obj.throttle_time_ms = 0
     obj.error_code = f_error_code
     obj.members = []
@@ -799,7 +891,7 @@ def _enc_LeaveGroupResponse_v0(obj, out):
 
 def _dec_LeaveGroupResponse_v1(buf, cur, end):
     """Decode LeaveGroupResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -808,7 +900,10 @@ def _dec_LeaveGroupResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    if cython.compiled:
+        obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    else:
+        obj = _new(LeaveGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.members = []
@@ -833,7 +928,7 @@ def _enc_LeaveGroupResponse_v1(obj, out):
 
 def _dec_LeaveGroupResponse_v3(buf, cur, end):
     """Decode LeaveGroupResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__members, pos, end)
     if cython.compiled:
@@ -846,15 +941,19 @@ def _dec_LeaveGroupResponse_v3(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 6:
         raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
-    obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    else:
+        obj = _new(LeaveGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.members = f_members
@@ -885,7 +984,7 @@ def _enc_LeaveGroupResponse_v3(obj, out):
 
 def _dec_LeaveGroupResponse_v4(buf, cur, end):
     """Decode LeaveGroupResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -903,26 +1002,33 @@ def _dec_LeaveGroupResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 5:
         raise _w.bad_count('members', pos - 1, n_members, end, 5, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    if cython.compiled:
+        obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    else:
+        obj = _new(LeaveGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.members = f_members
@@ -962,7 +1068,7 @@ def _enc_LeaveGroupResponse_v4(obj, out):
 
 def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
     """Decode LeaveGroupResponse.MemberResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -976,7 +1082,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -993,7 +1102,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -1006,7 +1118,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = LeaveGroupResponse_MemberResponse.__new__(LeaveGroupResponse_MemberResponse)
+    if cython.compiled:
+        obj = LeaveGroupResponse_MemberResponse.__new__(LeaveGroupResponse_MemberResponse)
+    else:
+        obj = _new(LeaveGroupResponse_MemberResponse)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.error_code = f_error_code
@@ -1058,7 +1173,7 @@ def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
 
 def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
     """Decode LeaveGroupResponse.MemberResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -1068,6 +1183,9 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -1077,7 +1195,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1090,6 +1211,9 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -1099,7 +1223,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -1117,7 +1244,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupResponse_MemberResponse.__new__(LeaveGroupResponse_MemberResponse)
+    if cython.compiled:
+        obj = LeaveGroupResponse_MemberResponse.__new__(LeaveGroupResponse_MemberResponse)
+    else:
+        obj = _new(LeaveGroupResponse_MemberResponse)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.error_code = f_error_code

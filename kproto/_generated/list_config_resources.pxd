@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -23,21 +24,21 @@ cdef class ListConfigResourcesResponse_ConfigResource(Struct):
 cdef class ListConfigResourcesResponse(Message):
     cdef public object throttle_time_ms, error_code, config_resources, unknown_tagged_fields
 
-@_cy.locals(obj=ListConfigResourcesRequest)
+@_cy.locals(obj=ListConfigResourcesRequest, pos=Py_ssize_t)
 cpdef _dec_ListConfigResourcesRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListConfigResourcesRequest_v0(ListConfigResourcesRequest obj, bytearray out)
-@_cy.locals(obj=ListConfigResourcesRequest)
+@_cy.locals(obj=ListConfigResourcesRequest, pos=Py_ssize_t)
 cpdef _dec_ListConfigResourcesRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListConfigResourcesRequest_v1(ListConfigResourcesRequest obj, bytearray out)
-@_cy.locals(obj=ListConfigResourcesResponse)
+@_cy.locals(obj=ListConfigResourcesResponse, pos=Py_ssize_t)
 cpdef _dec_ListConfigResourcesResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListConfigResourcesResponse_v0(ListConfigResourcesResponse obj, bytearray out)
-@_cy.locals(obj=ListConfigResourcesResponse)
+@_cy.locals(obj=ListConfigResourcesResponse, pos=Py_ssize_t)
 cpdef _dec_ListConfigResourcesResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListConfigResourcesResponse_v1(ListConfigResourcesResponse obj, bytearray out)
-@_cy.locals(obj=ListConfigResourcesResponse_ConfigResource)
+@_cy.locals(obj=ListConfigResourcesResponse_ConfigResource, pos=Py_ssize_t)
 cdef _dec_ListConfigResourcesResponse_ConfigResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ListConfigResourcesResponse_ConfigResource_v0(ListConfigResourcesResponse_ConfigResource obj, bytearray out)
-@_cy.locals(obj=ListConfigResourcesResponse_ConfigResource)
+@_cy.locals(obj=ListConfigResourcesResponse_ConfigResource, pos=Py_ssize_t)
 cdef _dec_ListConfigResourcesResponse_ConfigResource_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ListConfigResourcesResponse_ConfigResource_v1(ListConfigResourcesResponse_ConfigResource obj, bytearray out)

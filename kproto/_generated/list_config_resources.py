@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -52,15 +49,24 @@ _RUN_resource_type = (('resource_type', 0, 1),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_b = _w.SMALL_ARRAYS["b"]
+
+
 def _dec_ListConfigResourcesRequest_v0(buf, cur, end):
     """Decode ListConfigResourcesRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesRequest.__new__(ListConfigResourcesRequest)
+    if cython.compiled:
+        obj = ListConfigResourcesRequest.__new__(ListConfigResourcesRequest)
+    else:
+        obj = _new(ListConfigResourcesRequest)
     obj.resource_types = []
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -81,7 +87,7 @@ def _enc_ListConfigResourcesRequest_v0(obj, out):
 
 def _dec_ListConfigResourcesRequest_v1(buf, cur, end):
     """Decode ListConfigResourcesRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resource_types = buf[pos] - 1
         pos += 1
@@ -91,6 +97,9 @@ def _dec_ListConfigResourcesRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('resource_types', buf, pos, end)
         n_resource_types = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_types = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_types, pos = _w.read_uvarint(buf, pos, end, 'resource_types')
         n_resource_types -= 1
@@ -98,6 +107,8 @@ def _dec_ListConfigResourcesRequest_v1(buf, cur, end):
         raise _w.bad_count('resource_types', pos - 1, n_resource_types, end, 1, 1)
     if cython.compiled:
         f_resource_types = [_read_b(buf, pos + 1 * i) for i in range(n_resource_types)]
+    elif n_resource_types < _w.SMALL_ARRAY_MAX:
+        f_resource_types = list(_A_b[n_resource_types].unpack_from(buf, pos))
     else:
         f_resource_types = list(_unpack_from(">%db" % n_resource_types, buf, pos))
     pos += n_resource_types * 1
@@ -106,7 +117,10 @@ def _dec_ListConfigResourcesRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesRequest.__new__(ListConfigResourcesRequest)
+    if cython.compiled:
+        obj = ListConfigResourcesRequest.__new__(ListConfigResourcesRequest)
+    else:
+        obj = _new(ListConfigResourcesRequest)
     obj.resource_types = f_resource_types
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -142,7 +156,7 @@ def _enc_ListConfigResourcesRequest_v1(obj, out):
 
 def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
     """Decode ListConfigResourcesResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -160,26 +174,33 @@ def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('config_resources', buf, pos, end)
         n_config_resources = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_config_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_config_resources, pos = _w.read_uvarint(buf, pos, end, 'config_resources')
         n_config_resources -= 1
     if n_config_resources < 0 or n_config_resources > (end - pos) // 2:
         raise _w.bad_count('config_resources', pos - 1, n_config_resources, end, 2, 1)
     f_config_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_config_resources):
-            f_config_resources.append(_dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("config_resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_config_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_config_resources):
+                f_config_resources.append(_dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("config_resources[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesResponse.__new__(ListConfigResourcesResponse)
+    if cython.compiled:
+        obj = ListConfigResourcesResponse.__new__(ListConfigResourcesResponse)
+    else:
+        obj = _new(ListConfigResourcesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.config_resources = f_config_resources
@@ -219,7 +240,7 @@ def _enc_ListConfigResourcesResponse_v0(obj, out):
 
 def _dec_ListConfigResourcesResponse_v1(buf, cur, end):
     """Decode ListConfigResourcesResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -237,26 +258,33 @@ def _dec_ListConfigResourcesResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('config_resources', buf, pos, end)
         n_config_resources = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_config_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_config_resources, pos = _w.read_uvarint(buf, pos, end, 'config_resources')
         n_config_resources -= 1
     if n_config_resources < 0 or n_config_resources > (end - pos) // 3:
         raise _w.bad_count('config_resources', pos - 1, n_config_resources, end, 3, 1)
     f_config_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_config_resources):
-            f_config_resources.append(_dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("config_resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_config_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_config_resources):
+                f_config_resources.append(_dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("config_resources[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesResponse.__new__(ListConfigResourcesResponse)
+    if cython.compiled:
+        obj = ListConfigResourcesResponse.__new__(ListConfigResourcesResponse)
+    else:
+        obj = _new(ListConfigResourcesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.config_resources = f_config_resources
@@ -296,7 +324,7 @@ def _enc_ListConfigResourcesResponse_v1(obj, out):
 
 def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
     """Decode ListConfigResourcesResponse.ConfigResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resource_name = buf[pos] - 1
         pos += 1
@@ -306,6 +334,9 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -315,7 +346,10 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -324,7 +358,10 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesResponse_ConfigResource.__new__(ListConfigResourcesResponse_ConfigResource)
+    if cython.compiled:
+        obj = ListConfigResourcesResponse_ConfigResource.__new__(ListConfigResourcesResponse_ConfigResource)
+    else:
+        obj = _new(ListConfigResourcesResponse_ConfigResource)
     obj.resource_name = f_resource_name
     obj.resource_type = 16
     obj.unknown_tagged_fields = unknown
@@ -360,7 +397,7 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v0(obj, out):
 
 def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
     """Decode ListConfigResourcesResponse.ConfigResource (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resource_name = buf[pos] - 1
         pos += 1
@@ -370,6 +407,9 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -379,7 +419,10 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -395,7 +438,10 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesResponse_ConfigResource.__new__(ListConfigResourcesResponse_ConfigResource)
+    if cython.compiled:
+        obj = ListConfigResourcesResponse_ConfigResource.__new__(ListConfigResourcesResponse_ConfigResource)
+    else:
+        obj = _new(ListConfigResourcesResponse_ConfigResource)
     obj.resource_name = f_resource_name
     obj.resource_type = f_resource_type
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -23,42 +24,42 @@ cdef class ListGroupsResponse_ListedGroup(Struct):
 cdef class ListGroupsResponse(Message):
     cdef public object throttle_time_ms, error_code, groups, unknown_tagged_fields
 
-@_cy.locals(obj=ListGroupsRequest)
+@_cy.locals(obj=ListGroupsRequest, pos=Py_ssize_t)
 cpdef _dec_ListGroupsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListGroupsRequest_v0(ListGroupsRequest obj, bytearray out)
-@_cy.locals(obj=ListGroupsRequest)
+@_cy.locals(obj=ListGroupsRequest, pos=Py_ssize_t)
 cpdef _dec_ListGroupsRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListGroupsRequest_v3(ListGroupsRequest obj, bytearray out)
-@_cy.locals(obj=ListGroupsRequest)
+@_cy.locals(obj=ListGroupsRequest, pos=Py_ssize_t)
 cpdef _dec_ListGroupsRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListGroupsRequest_v4(ListGroupsRequest obj, bytearray out)
-@_cy.locals(obj=ListGroupsRequest)
+@_cy.locals(obj=ListGroupsRequest, pos=Py_ssize_t)
 cpdef _dec_ListGroupsRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListGroupsRequest_v5(ListGroupsRequest obj, bytearray out)
-@_cy.locals(obj=ListGroupsResponse)
+@_cy.locals(obj=ListGroupsResponse, pos=Py_ssize_t)
 cpdef _dec_ListGroupsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListGroupsResponse_v0(ListGroupsResponse obj, bytearray out)
-@_cy.locals(obj=ListGroupsResponse)
+@_cy.locals(obj=ListGroupsResponse, pos=Py_ssize_t)
 cpdef _dec_ListGroupsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListGroupsResponse_v1(ListGroupsResponse obj, bytearray out)
-@_cy.locals(obj=ListGroupsResponse)
+@_cy.locals(obj=ListGroupsResponse, pos=Py_ssize_t)
 cpdef _dec_ListGroupsResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListGroupsResponse_v3(ListGroupsResponse obj, bytearray out)
-@_cy.locals(obj=ListGroupsResponse)
+@_cy.locals(obj=ListGroupsResponse, pos=Py_ssize_t)
 cpdef _dec_ListGroupsResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListGroupsResponse_v4(ListGroupsResponse obj, bytearray out)
-@_cy.locals(obj=ListGroupsResponse)
+@_cy.locals(obj=ListGroupsResponse, pos=Py_ssize_t)
 cpdef _dec_ListGroupsResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListGroupsResponse_v5(ListGroupsResponse obj, bytearray out)
-@_cy.locals(obj=ListGroupsResponse_ListedGroup)
+@_cy.locals(obj=ListGroupsResponse_ListedGroup, pos=Py_ssize_t)
 cdef _dec_ListGroupsResponse_ListedGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ListGroupsResponse_ListedGroup_v0(ListGroupsResponse_ListedGroup obj, bytearray out)
-@_cy.locals(obj=ListGroupsResponse_ListedGroup)
+@_cy.locals(obj=ListGroupsResponse_ListedGroup, pos=Py_ssize_t)
 cdef _dec_ListGroupsResponse_ListedGroup_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ListGroupsResponse_ListedGroup_v3(ListGroupsResponse_ListedGroup obj, bytearray out)
-@_cy.locals(obj=ListGroupsResponse_ListedGroup)
+@_cy.locals(obj=ListGroupsResponse_ListedGroup, pos=Py_ssize_t)
 cdef _dec_ListGroupsResponse_ListedGroup_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ListGroupsResponse_ListedGroup_v4(ListGroupsResponse_ListedGroup obj, bytearray out)
-@_cy.locals(obj=ListGroupsResponse_ListedGroup)
+@_cy.locals(obj=ListGroupsResponse_ListedGroup, pos=Py_ssize_t)
 cdef _dec_ListGroupsResponse_ListedGroup_v5(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ListGroupsResponse_ListedGroup_v5(ListGroupsResponse_ListedGroup obj, bytearray out)

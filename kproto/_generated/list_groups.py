@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -57,10 +54,18 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_throttle_time_ms__groups = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('groups', 6, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_ListGroupsRequest_v0(buf, cur, end):
     """Decode ListGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
-    obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    pos = cur.pos
+    if cython.compiled:
+        obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    else:
+        obj = _new(ListGroupsRequest)
     obj.states_filter = []
     obj.types_filter = []
     obj.unknown_tagged_fields = []
@@ -81,13 +86,16 @@ def _enc_ListGroupsRequest_v0(obj, out):
 
 def _dec_ListGroupsRequest_v3(buf, cur, end):
     """Decode ListGroupsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    if cython.compiled:
+        obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    else:
+        obj = _new(ListGroupsRequest)
     obj.states_filter = []
     obj.types_filter = []
     obj.unknown_tagged_fields = unknown
@@ -111,7 +119,7 @@ def _enc_ListGroupsRequest_v3(obj, out):
 
 def _dec_ListGroupsRequest_v4(buf, cur, end):
     """Decode ListGroupsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_states_filter = buf[pos] - 1
         pos += 1
@@ -121,6 +129,9 @@ def _dec_ListGroupsRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('states_filter', buf, pos, end)
         n_states_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_states_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_states_filter, pos = _w.read_uvarint(buf, pos, end, 'states_filter')
         n_states_filter -= 1
@@ -137,6 +148,9 @@ def _dec_ListGroupsRequest_v4(buf, cur, end):
                 raise _w.bad_uvarint("states_filter[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "states_filter[%d]" % i)
             m -= 1
@@ -147,7 +161,10 @@ def _dec_ListGroupsRequest_v4(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "states_filter[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "states_filter[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("states_filter[%d]" % i, pos, exc) from None
         f_states_filter.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -155,7 +172,10 @@ def _dec_ListGroupsRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    if cython.compiled:
+        obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    else:
+        obj = _new(ListGroupsRequest)
     obj.states_filter = f_states_filter
     obj.types_filter = []
     obj.unknown_tagged_fields = unknown
@@ -200,7 +220,7 @@ def _enc_ListGroupsRequest_v4(obj, out):
 
 def _dec_ListGroupsRequest_v5(buf, cur, end):
     """Decode ListGroupsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_states_filter = buf[pos] - 1
         pos += 1
@@ -210,6 +230,9 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('states_filter', buf, pos, end)
         n_states_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_states_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_states_filter, pos = _w.read_uvarint(buf, pos, end, 'states_filter')
         n_states_filter -= 1
@@ -226,6 +249,9 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
                 raise _w.bad_uvarint("states_filter[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "states_filter[%d]" % i)
             m -= 1
@@ -236,7 +262,10 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "states_filter[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "states_filter[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("states_filter[%d]" % i, pos, exc) from None
         f_states_filter.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -248,6 +277,9 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('types_filter', buf, pos, end)
         n_types_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_types_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_types_filter, pos = _w.read_uvarint(buf, pos, end, 'types_filter')
         n_types_filter -= 1
@@ -264,6 +296,9 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
                 raise _w.bad_uvarint("types_filter[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "types_filter[%d]" % i)
             m -= 1
@@ -274,7 +309,10 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "types_filter[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "types_filter[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("types_filter[%d]" % i, pos, exc) from None
         f_types_filter.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -282,7 +320,10 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    if cython.compiled:
+        obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    else:
+        obj = _new(ListGroupsRequest)
     obj.states_filter = f_states_filter
     obj.types_filter = f_types_filter
     obj.unknown_tagged_fields = unknown
@@ -348,7 +389,7 @@ def _enc_ListGroupsRequest_v5(obj, out):
 
 def _dec_ListGroupsResponse_v0(buf, cur, end):
     """Decode ListGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__groups, pos, end)
     if cython.compiled:
@@ -360,15 +401,19 @@ def _dec_ListGroupsResponse_v0(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 4:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 4, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
-    obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    else:
+        obj = _new(ListGroupsResponse)
     obj.throttle_time_ms = 0
     obj.error_code = f_error_code
     obj.groups = f_groups
@@ -398,7 +443,7 @@ def _enc_ListGroupsResponse_v0(obj, out):
 
 def _dec_ListGroupsResponse_v1(buf, cur, end):
     """Decode ListGroupsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -411,15 +456,19 @@ def _dec_ListGroupsResponse_v1(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 4:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 4, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
-    obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    else:
+        obj = _new(ListGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.groups = f_groups
@@ -450,7 +499,7 @@ def _enc_ListGroupsResponse_v1(obj, out):
 
 def _dec_ListGroupsResponse_v3(buf, cur, end):
     """Decode ListGroupsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -468,26 +517,33 @@ def _dec_ListGroupsResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 3:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 3, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    if cython.compiled:
+        obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    else:
+        obj = _new(ListGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.groups = f_groups
@@ -527,7 +583,7 @@ def _enc_ListGroupsResponse_v3(obj, out):
 
 def _dec_ListGroupsResponse_v4(buf, cur, end):
     """Decode ListGroupsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -545,26 +601,33 @@ def _dec_ListGroupsResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 4:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 4, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    if cython.compiled:
+        obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    else:
+        obj = _new(ListGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.groups = f_groups
@@ -604,7 +667,7 @@ def _enc_ListGroupsResponse_v4(obj, out):
 
 def _dec_ListGroupsResponse_v5(buf, cur, end):
     """Decode ListGroupsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -622,26 +685,33 @@ def _dec_ListGroupsResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 5:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 5, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    if cython.compiled:
+        obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    else:
+        obj = _new(ListGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.groups = f_groups
@@ -681,7 +751,7 @@ def _enc_ListGroupsResponse_v5(obj, out):
 
 def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
     """Decode ListGroupsResponse.ListedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -695,7 +765,10 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -712,11 +785,17 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
-    obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    if cython.compiled:
+        obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    else:
+        obj = _new(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
     obj.group_state = ''
@@ -764,7 +843,7 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
 
 def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
     """Decode ListGroupsResponse.ListedGroup (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -774,6 +853,9 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -783,7 +865,10 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -796,6 +881,9 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -805,7 +893,10 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -814,7 +905,10 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    if cython.compiled:
+        obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    else:
+        obj = _new(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
     obj.group_state = ''
@@ -868,7 +962,7 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
 
 def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
     """Decode ListGroupsResponse.ListedGroup (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -878,6 +972,9 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -887,7 +984,10 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -900,6 +1000,9 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -909,7 +1012,10 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -922,6 +1028,9 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
             raise _w.bad_uvarint('group_state', buf, pos, end)
         n_group_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
@@ -931,7 +1040,10 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -940,7 +1052,10 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    if cython.compiled:
+        obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    else:
+        obj = _new(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
     obj.group_state = f_group_state
@@ -1010,7 +1125,7 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
 
 def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
     """Decode ListGroupsResponse.ListedGroup (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1020,6 +1135,9 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -1029,7 +1147,10 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1042,6 +1163,9 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -1051,7 +1175,10 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -1064,6 +1191,9 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             raise _w.bad_uvarint('group_state', buf, pos, end)
         n_group_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
@@ -1073,7 +1203,10 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -1086,6 +1219,9 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             raise _w.bad_uvarint('group_type', buf, pos, end)
         n_group_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_type, pos = _w.read_uvarint(buf, pos, end, 'group_type')
         n_group_type -= 1
@@ -1095,7 +1231,10 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             if f_group_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_type, 'group_type')
         else:
-            f_group_type = _w.utf8(buf, pos, n_group_type, 'group_type')
+            try:
+                f_group_type = buf[pos:pos + n_group_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_type', pos, exc) from None
         pos += n_group_type
     else:
         raise _w.bad_sized('group_type', pos, n_group_type, end, 1, False)
@@ -1104,7 +1243,10 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    if cython.compiled:
+        obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    else:
+        obj = _new(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
     obj.group_state = f_group_state

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -74,9 +71,15 @@ _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_q = _w.SMALL_ARRAYS["q"]
+
+
 def _dec_ListOffsetsRequest_v0(buf, cur, end):
     """Decode ListOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -88,15 +91,19 @@ def _dec_ListOffsetsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = 0
     obj.topics = f_topics
@@ -129,7 +136,7 @@ def _enc_ListOffsetsRequest_v0(obj, out):
 
 def _dec_ListOffsetsRequest_v1(buf, cur, end):
     """Decode ListOffsetsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -141,15 +148,19 @@ def _dec_ListOffsetsRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = 0
     obj.topics = f_topics
@@ -182,7 +193,7 @@ def _enc_ListOffsetsRequest_v1(obj, out):
 
 def _dec_ListOffsetsRequest_v2(buf, cur, end):
     """Decode ListOffsetsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 9:
         raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
     if cython.compiled:
@@ -195,15 +206,19 @@ def _dec_ListOffsetsRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = f_isolation_level
     obj.topics = f_topics
@@ -235,7 +250,7 @@ def _enc_ListOffsetsRequest_v2(obj, out):
 
 def _dec_ListOffsetsRequest_v4(buf, cur, end):
     """Decode ListOffsetsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 9:
         raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
     if cython.compiled:
@@ -248,15 +263,19 @@ def _dec_ListOffsetsRequest_v4(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = f_isolation_level
     obj.topics = f_topics
@@ -288,7 +307,7 @@ def _enc_ListOffsetsRequest_v4(obj, out):
 
 def _dec_ListOffsetsRequest_v6(buf, cur, end):
     """Decode ListOffsetsRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_replica_id__isolation_level, pos, end)
     if cython.compiled:
@@ -306,26 +325,33 @@ def _dec_ListOffsetsRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = f_isolation_level
     obj.topics = f_topics
@@ -366,7 +392,7 @@ def _enc_ListOffsetsRequest_v6(obj, out):
 
 def _dec_ListOffsetsRequest_v10(buf, cur, end):
     """Decode ListOffsetsRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_replica_id__isolation_level, pos, end)
     if cython.compiled:
@@ -384,20 +410,24 @@ def _dec_ListOffsetsRequest_v10(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -410,7 +440,10 @@ def _dec_ListOffsetsRequest_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = f_isolation_level
     obj.topics = f_topics
@@ -456,7 +489,7 @@ def _enc_ListOffsetsRequest_v10(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -470,7 +503,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -484,15 +520,19 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -535,7 +575,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -549,7 +589,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -563,15 +606,19 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 12:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 12, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ListOffsetsRequest_ListOffsetsPartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ListOffsetsRequest_ListOffsetsPartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -614,7 +661,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v1(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -628,7 +675,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -642,15 +692,19 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ListOffsetsRequest_ListOffsetsPartition_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ListOffsetsRequest_ListOffsetsPartition_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -693,7 +747,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v4(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -703,6 +757,9 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -712,7 +769,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -725,26 +785,33 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 17:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 17, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ListOffsetsRequest_ListOffsetsPartition_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ListOffsetsRequest_ListOffsetsPartition_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -793,7 +860,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__max_num_offsets, pos, end)
     if cython.compiled:
@@ -803,7 +870,10 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, cur, end):
     else:
         f_partition_index, f_timestamp, f_max_num_offsets = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsPartition)
     obj.partition_index = f_partition_index
     obj.current_leader_epoch = -1
     obj.timestamp = f_timestamp
@@ -828,7 +898,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v0(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v1(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__timestamp, pos, end)
     if cython.compiled:
@@ -837,7 +907,10 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v1(buf, cur, end):
     else:
         f_partition_index, f_timestamp = _S_iq.unpack_from(buf, pos)
     pos += 12
-    obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsPartition)
     obj.partition_index = f_partition_index
     obj.current_leader_epoch = -1
     obj.timestamp = f_timestamp
@@ -863,7 +936,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v1(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v4(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
     if cython.compiled:
@@ -873,7 +946,10 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v4(buf, cur, end):
     else:
         f_partition_index, f_current_leader_epoch, f_timestamp = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsPartition)
     obj.partition_index = f_partition_index
     obj.current_leader_epoch = f_current_leader_epoch
     obj.timestamp = f_timestamp
@@ -900,7 +976,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v4(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v6(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
     if cython.compiled:
@@ -915,7 +991,10 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsPartition)
     obj.partition_index = f_partition_index
     obj.current_leader_epoch = f_current_leader_epoch
     obj.timestamp = f_timestamp
@@ -946,7 +1025,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v6(obj, out):
 
 def _dec_ListOffsetsResponse_v0(buf, cur, end):
     """Decode ListOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -957,15 +1036,19 @@ def _dec_ListOffsetsResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    else:
+        obj = _new(ListOffsetsResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -993,7 +1076,7 @@ def _enc_ListOffsetsResponse_v0(obj, out):
 
 def _dec_ListOffsetsResponse_v1(buf, cur, end):
     """Decode ListOffsetsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1004,15 +1087,19 @@ def _dec_ListOffsetsResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    else:
+        obj = _new(ListOffsetsResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1040,7 +1127,7 @@ def _enc_ListOffsetsResponse_v1(obj, out):
 
 def _dec_ListOffsetsResponse_v2(buf, cur, end):
     """Decode ListOffsetsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1052,15 +1139,19 @@ def _dec_ListOffsetsResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    else:
+        obj = _new(ListOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1089,7 +1180,7 @@ def _enc_ListOffsetsResponse_v2(obj, out):
 
 def _dec_ListOffsetsResponse_v4(buf, cur, end):
     """Decode ListOffsetsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1101,15 +1192,19 @@ def _dec_ListOffsetsResponse_v4(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    else:
+        obj = _new(ListOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1138,7 +1233,7 @@ def _enc_ListOffsetsResponse_v4(obj, out):
 
 def _dec_ListOffsetsResponse_v6(buf, cur, end):
     """Decode ListOffsetsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1155,26 +1250,33 @@ def _dec_ListOffsetsResponse_v6(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    else:
+        obj = _new(ListOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -1212,7 +1314,7 @@ def _enc_ListOffsetsResponse_v6(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1226,7 +1328,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1240,15 +1345,19 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 10:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 10, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1291,7 +1400,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1305,7 +1414,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1319,15 +1431,19 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 22, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1370,7 +1486,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1384,7 +1500,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1398,15 +1517,19 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 26, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1449,7 +1572,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1459,6 +1582,9 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1468,7 +1594,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1481,26 +1610,33 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 27:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 27, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1549,7 +1685,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_partition_index__old_style_offsets, pos, end)
     if cython.compiled:
@@ -1563,10 +1699,15 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, cur, end):
         raise _w.bad_count('old_style_offsets', pos - 4, n_old_style_offsets, end, 8, 4)
     if cython.compiled:
         f_old_style_offsets = [_read_q(buf, pos + 8 * i) for i in range(n_old_style_offsets)]
+    elif n_old_style_offsets < _w.SMALL_ARRAY_MAX:
+        f_old_style_offsets = list(_A_q[n_old_style_offsets].unpack_from(buf, pos))
     else:
         f_old_style_offsets = list(_unpack_from(">%dq" % n_old_style_offsets, buf, pos))
     pos += n_old_style_offsets * 8
-    obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.old_style_offsets = f_old_style_offsets
@@ -1610,7 +1751,7 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_partition_index__offset, pos, end)
     if cython.compiled:
@@ -1621,7 +1762,10 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_timestamp, f_offset = _S_ihqq.unpack_from(buf, pos)
     pos += 22
-    obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.old_style_offsets = []
@@ -1653,7 +1797,7 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 26:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1665,7 +1809,10 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_timestamp, f_offset, f_leader_epoch = _S_ihqqi.unpack_from(buf, pos)
     pos += 26
-    obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.old_style_offsets = []
@@ -1696,7 +1843,7 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 26:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1713,7 +1860,10 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.old_style_offsets = []

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,18 +30,18 @@ cdef class ListPartitionReassignmentsResponse_OngoingTopicReassignment(Struct):
 cdef class ListPartitionReassignmentsResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, topics, unknown_tagged_fields
 
-@_cy.locals(obj=ListPartitionReassignmentsRequest)
+@_cy.locals(obj=ListPartitionReassignmentsRequest, pos=Py_ssize_t)
 cpdef _dec_ListPartitionReassignmentsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListPartitionReassignmentsRequest_v0(ListPartitionReassignmentsRequest obj, bytearray out)
-@_cy.locals(obj=ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
+@_cy.locals(obj=ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, pos=Py_ssize_t)
 cdef _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics obj, bytearray out)
-@_cy.locals(obj=ListPartitionReassignmentsResponse)
+@_cy.locals(obj=ListPartitionReassignmentsResponse, pos=Py_ssize_t)
 cpdef _dec_ListPartitionReassignmentsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListPartitionReassignmentsResponse_v0(ListPartitionReassignmentsResponse obj, bytearray out)
-@_cy.locals(obj=ListPartitionReassignmentsResponse_OngoingTopicReassignment)
+@_cy.locals(obj=ListPartitionReassignmentsResponse_OngoingTopicReassignment, pos=Py_ssize_t)
 cdef _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(ListPartitionReassignmentsResponse_OngoingTopicReassignment obj, bytearray out)
-@_cy.locals(obj=ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
+@_cy.locals(obj=ListPartitionReassignmentsResponse_OngoingPartitionReassignment, pos=Py_ssize_t)
 cdef _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(ListPartitionReassignmentsResponse_OngoingPartitionReassignment obj, bytearray out)

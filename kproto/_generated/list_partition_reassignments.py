@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -53,9 +50,15 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ListPartitionReassignmentsRequest_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -72,6 +75,9 @@ def _dec_ListPartitionReassignmentsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -81,20 +87,24 @@ def _dec_ListPartitionReassignmentsRequest_v0(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListPartitionReassignmentsRequest.__new__(ListPartitionReassignmentsRequest)
+    if cython.compiled:
+        obj = ListPartitionReassignmentsRequest.__new__(ListPartitionReassignmentsRequest)
+    else:
+        obj = _new(ListPartitionReassignmentsRequest)
     obj.timeout_ms = f_timeout_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -133,7 +143,7 @@ def _enc_ListPartitionReassignmentsRequest_v0(obj, out):
 
 def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -143,6 +153,9 @@ def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -152,7 +165,10 @@ def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -165,6 +181,9 @@ def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
         n_partition_indexes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_indexes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_indexes, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
         n_partition_indexes -= 1
@@ -172,6 +191,8 @@ def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -180,7 +201,10 @@ def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics.__new__(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
+    if cython.compiled:
+        obj = ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics.__new__(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
+    else:
+        obj = _new(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = unknown
@@ -233,7 +257,7 @@ def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o
 
 def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -251,6 +275,9 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -260,7 +287,10 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -275,26 +305,33 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListPartitionReassignmentsResponse.__new__(ListPartitionReassignmentsResponse)
+    if cython.compiled:
+        obj = ListPartitionReassignmentsResponse.__new__(ListPartitionReassignmentsResponse)
+    else:
+        obj = _new(ListPartitionReassignmentsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -351,7 +388,7 @@ def _enc_ListPartitionReassignmentsResponse_v0(obj, out):
 
 def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsResponse.OngoingTopicReassignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -361,6 +398,9 @@ def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -370,7 +410,10 @@ def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -383,26 +426,33 @@ def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 8:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 8, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListPartitionReassignmentsResponse_OngoingTopicReassignment.__new__(ListPartitionReassignmentsResponse_OngoingTopicReassignment)
+    if cython.compiled:
+        obj = ListPartitionReassignmentsResponse_OngoingTopicReassignment.__new__(ListPartitionReassignmentsResponse_OngoingTopicReassignment)
+    else:
+        obj = _new(ListPartitionReassignmentsResponse_OngoingTopicReassignment)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -451,7 +501,7 @@ def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(obj, out
 
 def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -468,6 +518,9 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
             raise _w.bad_uvarint('replicas', buf, pos, end)
         n_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_replicas, pos = _w.read_uvarint(buf, pos, end, 'replicas')
         n_replicas -= 1
@@ -475,6 +528,8 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
         raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -487,6 +542,9 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
             raise _w.bad_uvarint('adding_replicas', buf, pos, end)
         n_adding_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_adding_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_adding_replicas, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
         n_adding_replicas -= 1
@@ -494,6 +552,8 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
         raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas, end, 4, 1)
     if cython.compiled:
         f_adding_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_adding_replicas)]
+    elif n_adding_replicas < _w.SMALL_ARRAY_MAX:
+        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
     else:
         f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
     pos += n_adding_replicas * 4
@@ -506,6 +566,9 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
             raise _w.bad_uvarint('removing_replicas', buf, pos, end)
         n_removing_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_removing_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_removing_replicas, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
         n_removing_replicas -= 1
@@ -513,6 +576,8 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
         raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas, end, 4, 1)
     if cython.compiled:
         f_removing_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_removing_replicas)]
+    elif n_removing_replicas < _w.SMALL_ARRAY_MAX:
+        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
     else:
         f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
     pos += n_removing_replicas * 4
@@ -521,7 +586,10 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListPartitionReassignmentsResponse_OngoingPartitionReassignment.__new__(ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
+    if cython.compiled:
+        obj = ListPartitionReassignmentsResponse_OngoingPartitionReassignment.__new__(ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
+    else:
+        obj = _new(ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
     obj.partition_index = f_partition_index
     obj.replicas = f_replicas
     obj.adding_replicas = f_adding_replicas

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -23,18 +24,18 @@ cdef class ListTransactionsResponse_TransactionState(Struct):
 cdef class ListTransactionsResponse(Message):
     cdef public object throttle_time_ms, error_code, unknown_state_filters, transaction_states, unknown_tagged_fields
 
-@_cy.locals(obj=ListTransactionsRequest)
+@_cy.locals(obj=ListTransactionsRequest, pos=Py_ssize_t)
 cpdef _dec_ListTransactionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListTransactionsRequest_v0(ListTransactionsRequest obj, bytearray out)
-@_cy.locals(obj=ListTransactionsRequest)
+@_cy.locals(obj=ListTransactionsRequest, pos=Py_ssize_t)
 cpdef _dec_ListTransactionsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListTransactionsRequest_v1(ListTransactionsRequest obj, bytearray out)
-@_cy.locals(obj=ListTransactionsRequest)
+@_cy.locals(obj=ListTransactionsRequest, pos=Py_ssize_t)
 cpdef _dec_ListTransactionsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListTransactionsRequest_v2(ListTransactionsRequest obj, bytearray out)
-@_cy.locals(obj=ListTransactionsResponse)
+@_cy.locals(obj=ListTransactionsResponse, pos=Py_ssize_t)
 cpdef _dec_ListTransactionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListTransactionsResponse_v0(ListTransactionsResponse obj, bytearray out)
-@_cy.locals(obj=ListTransactionsResponse_TransactionState)
+@_cy.locals(obj=ListTransactionsResponse_TransactionState, pos=Py_ssize_t)
 cdef _dec_ListTransactionsResponse_TransactionState_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ListTransactionsResponse_TransactionState_v0(ListTransactionsResponse_TransactionState obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -53,9 +50,15 @@ _RUN_producer_id = (('producer_id', 0, 8),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_q = _w.SMALL_ARRAYS["q"]
+
+
 def _dec_ListTransactionsRequest_v0(buf, cur, end):
     """Decode ListTransactionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_state_filters = buf[pos] - 1
         pos += 1
@@ -65,6 +68,9 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('state_filters', buf, pos, end)
         n_state_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_filters, pos = _w.read_uvarint(buf, pos, end, 'state_filters')
         n_state_filters -= 1
@@ -81,6 +87,9 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
                 raise _w.bad_uvarint("state_filters[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "state_filters[%d]" % i)
             m -= 1
@@ -91,7 +100,10 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "state_filters[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
         f_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -103,6 +115,9 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('producer_id_filters', buf, pos, end)
         n_producer_id_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_producer_id_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_producer_id_filters, pos = _w.read_uvarint(buf, pos, end, 'producer_id_filters')
         n_producer_id_filters -= 1
@@ -110,6 +125,8 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
         raise _w.bad_count('producer_id_filters', pos - 1, n_producer_id_filters, end, 8, 1)
     if cython.compiled:
         f_producer_id_filters = [_read_q(buf, pos + 8 * i) for i in range(n_producer_id_filters)]
+    elif n_producer_id_filters < _w.SMALL_ARRAY_MAX:
+        f_producer_id_filters = list(_A_q[n_producer_id_filters].unpack_from(buf, pos))
     else:
         f_producer_id_filters = list(_unpack_from(">%dq" % n_producer_id_filters, buf, pos))
     pos += n_producer_id_filters * 8
@@ -118,7 +135,10 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    if cython.compiled:
+        obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    else:
+        obj = _new(ListTransactionsRequest)
     obj.state_filters = f_state_filters
     obj.producer_id_filters = f_producer_id_filters
     obj.duration_filter = -1
@@ -184,7 +204,7 @@ def _enc_ListTransactionsRequest_v0(obj, out):
 
 def _dec_ListTransactionsRequest_v1(buf, cur, end):
     """Decode ListTransactionsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_state_filters = buf[pos] - 1
         pos += 1
@@ -194,6 +214,9 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('state_filters', buf, pos, end)
         n_state_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_filters, pos = _w.read_uvarint(buf, pos, end, 'state_filters')
         n_state_filters -= 1
@@ -210,6 +233,9 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
                 raise _w.bad_uvarint("state_filters[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "state_filters[%d]" % i)
             m -= 1
@@ -220,7 +246,10 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "state_filters[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
         f_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -232,6 +261,9 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('producer_id_filters', buf, pos, end)
         n_producer_id_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_producer_id_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_producer_id_filters, pos = _w.read_uvarint(buf, pos, end, 'producer_id_filters')
         n_producer_id_filters -= 1
@@ -239,6 +271,8 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
         raise _w.bad_count('producer_id_filters', pos - 1, n_producer_id_filters, end, 8, 1)
     if cython.compiled:
         f_producer_id_filters = [_read_q(buf, pos + 8 * i) for i in range(n_producer_id_filters)]
+    elif n_producer_id_filters < _w.SMALL_ARRAY_MAX:
+        f_producer_id_filters = list(_A_q[n_producer_id_filters].unpack_from(buf, pos))
     else:
         f_producer_id_filters = list(_unpack_from(">%dq" % n_producer_id_filters, buf, pos))
     pos += n_producer_id_filters * 8
@@ -254,7 +288,10 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    if cython.compiled:
+        obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    else:
+        obj = _new(ListTransactionsRequest)
     obj.state_filters = f_state_filters
     obj.producer_id_filters = f_producer_id_filters
     obj.duration_filter = f_duration_filter
@@ -323,7 +360,7 @@ def _enc_ListTransactionsRequest_v1(obj, out):
 
 def _dec_ListTransactionsRequest_v2(buf, cur, end):
     """Decode ListTransactionsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_state_filters = buf[pos] - 1
         pos += 1
@@ -333,6 +370,9 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('state_filters', buf, pos, end)
         n_state_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_filters, pos = _w.read_uvarint(buf, pos, end, 'state_filters')
         n_state_filters -= 1
@@ -349,6 +389,9 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
                 raise _w.bad_uvarint("state_filters[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "state_filters[%d]" % i)
             m -= 1
@@ -359,7 +402,10 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "state_filters[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
         f_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -371,6 +417,9 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('producer_id_filters', buf, pos, end)
         n_producer_id_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_producer_id_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_producer_id_filters, pos = _w.read_uvarint(buf, pos, end, 'producer_id_filters')
         n_producer_id_filters -= 1
@@ -378,6 +427,8 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
         raise _w.bad_count('producer_id_filters', pos - 1, n_producer_id_filters, end, 8, 1)
     if cython.compiled:
         f_producer_id_filters = [_read_q(buf, pos + 8 * i) for i in range(n_producer_id_filters)]
+    elif n_producer_id_filters < _w.SMALL_ARRAY_MAX:
+        f_producer_id_filters = list(_A_q[n_producer_id_filters].unpack_from(buf, pos))
     else:
         f_producer_id_filters = list(_unpack_from(">%dq" % n_producer_id_filters, buf, pos))
     pos += n_producer_id_filters * 8
@@ -397,6 +448,9 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('transactional_id_pattern', buf, pos, end)
         n_transactional_id_pattern = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id_pattern = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id_pattern, pos = _w.read_uvarint(buf, pos, end, 'transactional_id_pattern')
         n_transactional_id_pattern -= 1
@@ -406,7 +460,10 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             if f_transactional_id_pattern is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id_pattern, 'transactional_id_pattern')
         else:
-            f_transactional_id_pattern = _w.utf8(buf, pos, n_transactional_id_pattern, 'transactional_id_pattern')
+            try:
+                f_transactional_id_pattern = buf[pos:pos + n_transactional_id_pattern].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id_pattern', pos, exc) from None
         pos += n_transactional_id_pattern
     elif n_transactional_id_pattern == -1:
         f_transactional_id_pattern = None
@@ -417,7 +474,10 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    if cython.compiled:
+        obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    else:
+        obj = _new(ListTransactionsRequest)
     obj.state_filters = f_state_filters
     obj.producer_id_filters = f_producer_id_filters
     obj.duration_filter = f_duration_filter
@@ -500,7 +560,7 @@ def _enc_ListTransactionsRequest_v2(obj, out):
 
 def _dec_ListTransactionsResponse_v0(buf, cur, end):
     """Decode ListTransactionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -518,6 +578,9 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('unknown_state_filters', buf, pos, end)
         n_unknown_state_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_unknown_state_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_unknown_state_filters, pos = _w.read_uvarint(buf, pos, end, 'unknown_state_filters')
         n_unknown_state_filters -= 1
@@ -534,6 +597,9 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
                 raise _w.bad_uvarint("unknown_state_filters[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "unknown_state_filters[%d]" % i)
             m -= 1
@@ -544,7 +610,10 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "unknown_state_filters[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "unknown_state_filters[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("unknown_state_filters[%d]" % i, pos, exc) from None
         f_unknown_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -556,26 +625,33 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('transaction_states', buf, pos, end)
         n_transaction_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transaction_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transaction_states, pos = _w.read_uvarint(buf, pos, end, 'transaction_states')
         n_transaction_states -= 1
     if n_transaction_states < 0 or n_transaction_states > (end - pos) // 11:
         raise _w.bad_count('transaction_states', pos - 1, n_transaction_states, end, 11, 1)
     f_transaction_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_transaction_states):
-            f_transaction_states.append(_dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("transaction_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_transaction_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_transaction_states):
+                f_transaction_states.append(_dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("transaction_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListTransactionsResponse.__new__(ListTransactionsResponse)
+    if cython.compiled:
+        obj = ListTransactionsResponse.__new__(ListTransactionsResponse)
+    else:
+        obj = _new(ListTransactionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.unknown_state_filters = f_unknown_state_filters
@@ -639,7 +715,7 @@ def _enc_ListTransactionsResponse_v0(obj, out):
 
 def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
     """Decode ListTransactionsResponse.TransactionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -649,6 +725,9 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -658,7 +737,10 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -678,6 +760,9 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
             raise _w.bad_uvarint('transaction_state', buf, pos, end)
         n_transaction_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transaction_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transaction_state, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
         n_transaction_state -= 1
@@ -687,7 +772,10 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
             if f_transaction_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_transaction_state, 'transaction_state')
         else:
-            f_transaction_state = _w.utf8(buf, pos, n_transaction_state, 'transaction_state')
+            try:
+                f_transaction_state = buf[pos:pos + n_transaction_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transaction_state', pos, exc) from None
         pos += n_transaction_state
     else:
         raise _w.bad_sized('transaction_state', pos, n_transaction_state, end, 1, False)
@@ -696,7 +784,10 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListTransactionsResponse_TransactionState.__new__(ListTransactionsResponse_TransactionState)
+    if cython.compiled:
+        obj = ListTransactionsResponse_TransactionState.__new__(ListTransactionsResponse_TransactionState)
+    else:
+        obj = _new(ListTransactionsResponse_TransactionState)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
     obj.transaction_state = f_transaction_state

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -90,9 +87,15 @@ _RUN_topic_authorized_operations = (('topic_authorized_operations', 0, 4),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_MetadataRequest_v0(buf, cur, end):
     """Decode MetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -103,15 +106,19 @@ def _dec_MetadataRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 2:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = True
     obj.include_cluster_authorized_operations = False
@@ -147,7 +154,7 @@ def _enc_MetadataRequest_v0(obj, out):
 
 def _dec_MetadataRequest_v1(buf, cur, end):
     """Decode MetadataRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -161,15 +168,19 @@ def _dec_MetadataRequest_v1(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
-    obj = MetadataRequest.__new__(MetadataRequest)
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = True
     obj.include_cluster_authorized_operations = False
@@ -206,7 +217,7 @@ def _enc_MetadataRequest_v1(obj, out):
 
 def _dec_MetadataRequest_v4(buf, cur, end):
     """Decode MetadataRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -220,14 +231,15 @@ def _dec_MetadataRequest_v4(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_allow_auto_topic_creation, pos, end)
     if cython.compiled:
@@ -238,7 +250,10 @@ def _dec_MetadataRequest_v4(buf, cur, end):
     if f_allow_auto_topic_creation != 0 and f_allow_auto_topic_creation != 1:
         raise _w.bad_bool('allow_auto_topic_creation', pos - 1, f_allow_auto_topic_creation)
     b_allow_auto_topic_creation = f_allow_auto_topic_creation == 1
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = b_allow_auto_topic_creation
     obj.include_cluster_authorized_operations = False
@@ -278,7 +293,7 @@ def _enc_MetadataRequest_v4(obj, out):
 
 def _dec_MetadataRequest_v8(buf, cur, end):
     """Decode MetadataRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -292,14 +307,15 @@ def _dec_MetadataRequest_v8(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -318,7 +334,10 @@ def _dec_MetadataRequest_v8(buf, cur, end):
     if f_include_topic_authorized_operations != 0 and f_include_topic_authorized_operations != 1:
         raise _w.bad_bool('include_topic_authorized_operations', pos - 1, f_include_topic_authorized_operations)
     b_include_topic_authorized_operations = f_include_topic_authorized_operations == 1
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = b_allow_auto_topic_creation
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
@@ -356,7 +375,7 @@ def _enc_MetadataRequest_v8(obj, out):
 
 def _dec_MetadataRequest_v9(buf, cur, end):
     """Decode MetadataRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -366,6 +385,9 @@ def _dec_MetadataRequest_v9(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -375,14 +397,15 @@ def _dec_MetadataRequest_v9(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 2, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -406,7 +429,10 @@ def _dec_MetadataRequest_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = b_allow_auto_topic_creation
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
@@ -449,7 +475,7 @@ def _enc_MetadataRequest_v9(obj, out):
 
 def _dec_MetadataRequest_v10(buf, cur, end):
     """Decode MetadataRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -459,6 +485,9 @@ def _dec_MetadataRequest_v10(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -468,14 +497,15 @@ def _dec_MetadataRequest_v10(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -499,7 +529,10 @@ def _dec_MetadataRequest_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = b_allow_auto_topic_creation
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
@@ -542,7 +575,7 @@ def _enc_MetadataRequest_v10(obj, out):
 
 def _dec_MetadataRequest_v11(buf, cur, end):
     """Decode MetadataRequest (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -552,6 +585,9 @@ def _dec_MetadataRequest_v11(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -561,14 +597,15 @@ def _dec_MetadataRequest_v11(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations_2, pos, end)
     if cython.compiled:
@@ -588,7 +625,10 @@ def _dec_MetadataRequest_v11(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = b_allow_auto_topic_creation
     obj.include_cluster_authorized_operations = False
@@ -632,7 +672,7 @@ def _enc_MetadataRequest_v11(obj, out):
 
 def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
     """Decode MetadataRequest.MetadataRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -646,11 +686,17 @@ def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
-    obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    if cython.compiled:
+        obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    else:
+        obj = _new(MetadataRequest_MetadataRequestTopic)
     obj.topic_id = _w.ZERO_UUID
     obj.name = f_name
     obj.unknown_tagged_fields = []
@@ -681,7 +727,7 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
 
 def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
     """Decode MetadataRequest.MetadataRequestTopic (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -691,6 +737,9 @@ def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -700,7 +749,10 @@ def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -709,7 +761,10 @@ def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    if cython.compiled:
+        obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    else:
+        obj = _new(MetadataRequest_MetadataRequestTopic)
     obj.topic_id = _w.ZERO_UUID
     obj.name = f_name
     obj.unknown_tagged_fields = unknown
@@ -745,7 +800,7 @@ def _enc_MetadataRequest_MetadataRequestTopic_v9(obj, out):
 
 def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
     """Decode MetadataRequest.MetadataRequestTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -759,6 +814,9 @@ def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -768,7 +826,10 @@ def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -779,7 +840,10 @@ def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    if cython.compiled:
+        obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    else:
+        obj = _new(MetadataRequest_MetadataRequestTopic)
     obj.topic_id = f_topic_id
     obj.name = f_name
     obj.unknown_tagged_fields = unknown
@@ -816,7 +880,7 @@ def _enc_MetadataRequest_MetadataRequestTopic_v10(obj, out):
 
 def _dec_MetadataResponse_v0(buf, cur, end):
     """Decode MetadataResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_brokers, pos, end)
     if cython.compiled:
@@ -827,14 +891,15 @@ def _dec_MetadataResponse_v0(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 10:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 10, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -845,15 +910,19 @@ def _dec_MetadataResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 8:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 8, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = 0
     obj.brokers = f_brokers
     obj.cluster_id = None
@@ -900,7 +969,7 @@ def _enc_MetadataResponse_v0(obj, out):
 
 def _dec_MetadataResponse_v1(buf, cur, end):
     """Decode MetadataResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_brokers, pos, end)
     if cython.compiled:
@@ -911,14 +980,15 @@ def _dec_MetadataResponse_v1(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_controller_id__topics, pos, end)
     if cython.compiled:
@@ -930,15 +1000,19 @@ def _dec_MetadataResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = 0
     obj.brokers = f_brokers
     obj.cluster_id = None
@@ -986,7 +1060,7 @@ def _enc_MetadataResponse_v1(obj, out):
 
 def _dec_MetadataResponse_v2(buf, cur, end):
     """Decode MetadataResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_brokers, pos, end)
     if cython.compiled:
@@ -997,14 +1071,15 @@ def _dec_MetadataResponse_v2(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1018,7 +1093,10 @@ def _dec_MetadataResponse_v2(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1035,15 +1113,19 @@ def _dec_MetadataResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = 0
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1106,7 +1188,7 @@ def _enc_MetadataResponse_v2(obj, out):
 
 def _dec_MetadataResponse_v3(buf, cur, end):
     """Decode MetadataResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1118,14 +1200,15 @@ def _dec_MetadataResponse_v3(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1139,7 +1222,10 @@ def _dec_MetadataResponse_v3(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1156,15 +1242,19 @@ def _dec_MetadataResponse_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1228,7 +1318,7 @@ def _enc_MetadataResponse_v3(obj, out):
 
 def _dec_MetadataResponse_v5(buf, cur, end):
     """Decode MetadataResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1240,14 +1330,15 @@ def _dec_MetadataResponse_v5(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1261,7 +1352,10 @@ def _dec_MetadataResponse_v5(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1278,15 +1372,19 @@ def _dec_MetadataResponse_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1350,7 +1448,7 @@ def _enc_MetadataResponse_v5(obj, out):
 
 def _dec_MetadataResponse_v7(buf, cur, end):
     """Decode MetadataResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1362,14 +1460,15 @@ def _dec_MetadataResponse_v7(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1383,7 +1482,10 @@ def _dec_MetadataResponse_v7(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1400,15 +1502,19 @@ def _dec_MetadataResponse_v7(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1472,7 +1578,7 @@ def _enc_MetadataResponse_v7(obj, out):
 
 def _dec_MetadataResponse_v8(buf, cur, end):
     """Decode MetadataResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1484,14 +1590,15 @@ def _dec_MetadataResponse_v8(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1505,7 +1612,10 @@ def _dec_MetadataResponse_v8(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1522,14 +1632,15 @@ def _dec_MetadataResponse_v8(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 13:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 13, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -1537,7 +1648,10 @@ def _dec_MetadataResponse_v8(buf, cur, end):
     else:
         f_cluster_authorized_operations = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1604,7 +1718,7 @@ def _enc_MetadataResponse_v8(obj, out):
 
 def _dec_MetadataResponse_v9(buf, cur, end):
     """Decode MetadataResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1621,20 +1735,24 @@ def _dec_MetadataResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('brokers', buf, pos, end)
         n_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
         n_brokers -= 1
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -1644,6 +1762,9 @@ def _dec_MetadataResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -1653,7 +1774,10 @@ def _dec_MetadataResponse_v9(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1675,20 +1799,24 @@ def _dec_MetadataResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 10:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 10, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -1701,7 +1829,10 @@ def _dec_MetadataResponse_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1783,7 +1914,7 @@ def _enc_MetadataResponse_v9(obj, out):
 
 def _dec_MetadataResponse_v10(buf, cur, end):
     """Decode MetadataResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1800,20 +1931,24 @@ def _dec_MetadataResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('brokers', buf, pos, end)
         n_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
         n_brokers -= 1
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -1823,6 +1958,9 @@ def _dec_MetadataResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -1832,7 +1970,10 @@ def _dec_MetadataResponse_v10(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1854,20 +1995,24 @@ def _dec_MetadataResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -1880,7 +2025,10 @@ def _dec_MetadataResponse_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1962,7 +2110,7 @@ def _enc_MetadataResponse_v10(obj, out):
 
 def _dec_MetadataResponse_v11(buf, cur, end):
     """Decode MetadataResponse (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1979,20 +2127,24 @@ def _dec_MetadataResponse_v11(buf, cur, end):
             raise _w.bad_uvarint('brokers', buf, pos, end)
         n_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
         n_brokers -= 1
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -2002,6 +2154,9 @@ def _dec_MetadataResponse_v11(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -2011,7 +2166,10 @@ def _dec_MetadataResponse_v11(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -2033,26 +2191,33 @@ def _dec_MetadataResponse_v11(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -2131,7 +2296,7 @@ def _enc_MetadataResponse_v11(obj, out):
 
 def _dec_MetadataResponse_v12(buf, cur, end):
     """Decode MetadataResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -2148,20 +2313,24 @@ def _dec_MetadataResponse_v12(buf, cur, end):
             raise _w.bad_uvarint('brokers', buf, pos, end)
         n_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
         n_brokers -= 1
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -2171,6 +2340,9 @@ def _dec_MetadataResponse_v12(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -2180,7 +2352,10 @@ def _dec_MetadataResponse_v12(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -2202,26 +2377,33 @@ def _dec_MetadataResponse_v12(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -2300,7 +2482,7 @@ def _enc_MetadataResponse_v12(obj, out):
 
 def _dec_MetadataResponse_v13(buf, cur, end):
     """Decode MetadataResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -2317,20 +2499,24 @@ def _dec_MetadataResponse_v13(buf, cur, end):
             raise _w.bad_uvarint('brokers', buf, pos, end)
         n_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
         n_brokers -= 1
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -2340,6 +2526,9 @@ def _dec_MetadataResponse_v13(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -2349,7 +2538,10 @@ def _dec_MetadataResponse_v13(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -2371,20 +2563,24 @@ def _dec_MetadataResponse_v13(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2397,7 +2593,10 @@ def _dec_MetadataResponse_v13(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -2481,7 +2680,7 @@ def _enc_MetadataResponse_v13(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_node_id__host, pos, end)
     if cython.compiled:
@@ -2496,7 +2695,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2507,7 +2709,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseBroker)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port
@@ -2546,7 +2751,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseBroker (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_node_id__host, pos, end)
     if cython.compiled:
@@ -2561,7 +2766,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2579,13 +2787,19 @@ def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
         raise _w.bad_sized('rack', pos, n_rack, end, 2, True)
-    obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseBroker)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port
@@ -2635,7 +2849,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseBroker (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -2652,6 +2866,9 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -2661,7 +2878,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2681,6 +2901,9 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -2690,7 +2913,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -2701,7 +2927,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseBroker)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port
@@ -2765,7 +2994,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -2780,7 +3009,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2794,15 +3026,19 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -2852,7 +3088,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -2867,7 +3103,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2885,15 +3124,19 @@ def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -2944,7 +3187,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v1(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -2959,7 +3202,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2977,15 +3223,19 @@ def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 22, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -3036,7 +3286,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v5(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -3051,7 +3301,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -3069,15 +3322,19 @@ def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 26, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -3128,7 +3385,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v7(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -3143,7 +3400,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -3161,14 +3421,15 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 26, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -3176,7 +3437,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
     else:
         f_topic_authorized_operations = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -3230,7 +3494,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v8(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -3247,6 +3511,9 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -3256,7 +3523,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -3279,20 +3549,24 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -3305,7 +3579,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -3373,7 +3650,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -3390,6 +3667,9 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -3399,7 +3679,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -3426,20 +3709,24 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -3452,7 +3739,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = f_topic_id
@@ -3521,7 +3811,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -3538,6 +3828,9 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -3547,7 +3840,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -3576,20 +3872,24 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -3602,7 +3902,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = f_topic_id
@@ -3671,7 +3974,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
     if cython.compiled:
@@ -3686,6 +3989,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end):
         raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes, end, 4, 4)
     if cython.compiled:
         f_replica_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_replica_nodes)]
+    elif n_replica_nodes < _w.SMALL_ARRAY_MAX:
+        f_replica_nodes = list(_A_i[n_replica_nodes].unpack_from(buf, pos))
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
@@ -3700,10 +4005,15 @@ def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end):
         raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes, end, 4, 4)
     if cython.compiled:
         f_isr_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_isr_nodes)]
+    elif n_isr_nodes < _w.SMALL_ARRAY_MAX:
+        f_isr_nodes = list(_A_i[n_isr_nodes].unpack_from(buf, pos))
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
-    obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    else:
+        obj = _new(MetadataResponse_MetadataResponsePartition)
     obj.error_code = f_error_code
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
@@ -3759,7 +4069,7 @@ def _enc_MetadataResponse_MetadataResponsePartition_v0(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
     if cython.compiled:
@@ -3774,6 +4084,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end):
         raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes, end, 4, 4)
     if cython.compiled:
         f_replica_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_replica_nodes)]
+    elif n_replica_nodes < _w.SMALL_ARRAY_MAX:
+        f_replica_nodes = list(_A_i[n_replica_nodes].unpack_from(buf, pos))
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
@@ -3788,6 +4100,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end):
         raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes, end, 4, 4)
     if cython.compiled:
         f_isr_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_isr_nodes)]
+    elif n_isr_nodes < _w.SMALL_ARRAY_MAX:
+        f_isr_nodes = list(_A_i[n_isr_nodes].unpack_from(buf, pos))
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
@@ -3802,10 +4116,15 @@ def _dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
-    obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    else:
+        obj = _new(MetadataResponse_MetadataResponsePartition)
     obj.error_code = f_error_code
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
@@ -3877,7 +4196,7 @@ def _enc_MetadataResponse_MetadataResponsePartition_v5(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_error_code__replica_nodes_2, pos, end)
     if cython.compiled:
@@ -3893,6 +4212,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end):
         raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes, end, 4, 4)
     if cython.compiled:
         f_replica_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_replica_nodes)]
+    elif n_replica_nodes < _w.SMALL_ARRAY_MAX:
+        f_replica_nodes = list(_A_i[n_replica_nodes].unpack_from(buf, pos))
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
@@ -3907,6 +4228,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end):
         raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes, end, 4, 4)
     if cython.compiled:
         f_isr_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_isr_nodes)]
+    elif n_isr_nodes < _w.SMALL_ARRAY_MAX:
+        f_isr_nodes = list(_A_i[n_isr_nodes].unpack_from(buf, pos))
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
@@ -3921,10 +4244,15 @@ def _dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
-    obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    else:
+        obj = _new(MetadataResponse_MetadataResponsePartition)
     obj.error_code = f_error_code
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
@@ -3997,7 +4325,7 @@ def _enc_MetadataResponse_MetadataResponsePartition_v7(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
     if cython.compiled:
@@ -4017,6 +4345,9 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
             raise _w.bad_uvarint('replica_nodes', buf, pos, end)
         n_replica_nodes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_replica_nodes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_replica_nodes, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
         n_replica_nodes -= 1
@@ -4024,6 +4355,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
         raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes, end, 4, 1)
     if cython.compiled:
         f_replica_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_replica_nodes)]
+    elif n_replica_nodes < _w.SMALL_ARRAY_MAX:
+        f_replica_nodes = list(_A_i[n_replica_nodes].unpack_from(buf, pos))
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
@@ -4036,6 +4369,9 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
             raise _w.bad_uvarint('isr_nodes', buf, pos, end)
         n_isr_nodes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_isr_nodes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_isr_nodes, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
         n_isr_nodes -= 1
@@ -4043,6 +4379,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
         raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes, end, 4, 1)
     if cython.compiled:
         f_isr_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_isr_nodes)]
+    elif n_isr_nodes < _w.SMALL_ARRAY_MAX:
+        f_isr_nodes = list(_A_i[n_isr_nodes].unpack_from(buf, pos))
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
@@ -4055,6 +4393,9 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
             raise _w.bad_uvarint('offline_replicas', buf, pos, end)
         n_offline_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_offline_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_offline_replicas, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
         n_offline_replicas -= 1
@@ -4062,6 +4403,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas, end, 4, 1)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
@@ -4070,7 +4413,10 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    else:
+        obj = _new(MetadataResponse_MetadataResponsePartition)
     obj.error_code = f_error_code
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id

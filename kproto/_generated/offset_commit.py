@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -72,9 +69,14 @@ _RUN_throttle_time_ms__topics = (('throttle_time_ms', 0, 4), ('topics', 4, 4))
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_OffsetCommitRequest_v0(buf, cur, end):
     """Decode OffsetCommitRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -88,7 +90,10 @@ def _dec_OffsetCommitRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -102,15 +107,19 @@ def _dec_OffsetCommitRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = -1
     obj.member_id = ''
@@ -159,7 +168,7 @@ def _enc_OffsetCommitRequest_v0(obj, out):
 
 def _dec_OffsetCommitRequest_v1(buf, cur, end):
     """Decode OffsetCommitRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -173,7 +182,10 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -191,7 +203,10 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -205,15 +220,19 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -278,7 +297,7 @@ def _enc_OffsetCommitRequest_v1(obj, out):
 
 def _dec_OffsetCommitRequest_v2(buf, cur, end):
     """Decode OffsetCommitRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -292,7 +311,10 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -310,7 +332,10 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -325,15 +350,19 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -399,7 +428,7 @@ def _enc_OffsetCommitRequest_v2(obj, out):
 
 def _dec_OffsetCommitRequest_v5(buf, cur, end):
     """Decode OffsetCommitRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -413,7 +442,10 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -431,7 +463,10 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -445,15 +480,19 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -518,7 +557,7 @@ def _enc_OffsetCommitRequest_v5(obj, out):
 
 def _dec_OffsetCommitRequest_v6(buf, cur, end):
     """Decode OffsetCommitRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -532,7 +571,10 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -550,7 +592,10 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -564,15 +609,19 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -637,7 +686,7 @@ def _enc_OffsetCommitRequest_v6(obj, out):
 
 def _dec_OffsetCommitRequest_v7(buf, cur, end):
     """Decode OffsetCommitRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -651,7 +700,10 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -669,7 +721,10 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -686,7 +741,10 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -702,15 +760,19 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -788,7 +850,7 @@ def _enc_OffsetCommitRequest_v7(obj, out):
 
 def _dec_OffsetCommitRequest_v8(buf, cur, end):
     """Decode OffsetCommitRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -798,6 +860,9 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -807,7 +872,10 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -827,6 +895,9 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -836,7 +907,10 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -849,6 +923,9 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -858,7 +935,10 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -873,26 +953,33 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -982,7 +1069,7 @@ def _enc_OffsetCommitRequest_v8(obj, out):
 
 def _dec_OffsetCommitRequest_v10(buf, cur, end):
     """Decode OffsetCommitRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -992,6 +1079,9 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -1001,7 +1091,10 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1021,6 +1114,9 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -1030,7 +1126,10 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1043,6 +1142,9 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -1052,7 +1154,10 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -1067,26 +1172,33 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -1176,7 +1288,7 @@ def _enc_OffsetCommitRequest_v10(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1190,7 +1302,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1204,15 +1319,19 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1256,7 +1375,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1270,7 +1389,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1284,15 +1406,19 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 22, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1336,7 +1462,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1350,7 +1476,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1364,15 +1493,19 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1416,7 +1549,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1426,6 +1559,9 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1435,7 +1571,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1448,26 +1587,33 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1517,7 +1663,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -1531,26 +1677,33 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -1585,7 +1738,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v10(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
     if cython.compiled:
@@ -1601,13 +1754,19 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end):
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
         raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
-    obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = -1
@@ -1645,7 +1804,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
     if cython.compiled:
@@ -1662,13 +1821,19 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end):
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
         raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
-    obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = -1
@@ -1705,7 +1870,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__committed_metadata_3, pos, end)
     if cython.compiled:
@@ -1722,13 +1887,19 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end):
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
         raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
-    obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -1767,7 +1938,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v6(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:
@@ -1786,6 +1957,9 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
             raise _w.bad_uvarint('committed_metadata', buf, pos, end)
         n_committed_metadata = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_committed_metadata = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_committed_metadata, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
         n_committed_metadata -= 1
@@ -1795,7 +1969,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
@@ -1806,7 +1983,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -1854,7 +2034,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(obj, out):
 
 def _dec_OffsetCommitResponse_v0(buf, cur, end):
     """Decode OffsetCommitResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1865,15 +2045,19 @@ def _dec_OffsetCommitResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    else:
+        obj = _new(OffsetCommitResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1901,7 +2085,7 @@ def _enc_OffsetCommitResponse_v0(obj, out):
 
 def _dec_OffsetCommitResponse_v3(buf, cur, end):
     """Decode OffsetCommitResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1913,15 +2097,19 @@ def _dec_OffsetCommitResponse_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    else:
+        obj = _new(OffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1950,7 +2138,7 @@ def _enc_OffsetCommitResponse_v3(obj, out):
 
 def _dec_OffsetCommitResponse_v8(buf, cur, end):
     """Decode OffsetCommitResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1967,26 +2155,33 @@ def _dec_OffsetCommitResponse_v8(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    if cython.compiled:
+        obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    else:
+        obj = _new(OffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -2024,7 +2219,7 @@ def _enc_OffsetCommitResponse_v8(obj, out):
 
 def _dec_OffsetCommitResponse_v10(buf, cur, end):
     """Decode OffsetCommitResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -2041,26 +2236,33 @@ def _dec_OffsetCommitResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    if cython.compiled:
+        obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    else:
+        obj = _new(OffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -2098,7 +2300,7 @@ def _enc_OffsetCommitResponse_v10(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -2112,7 +2314,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2126,15 +2331,19 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    else:
+        obj = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2178,7 +2387,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -2188,6 +2397,9 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -2197,7 +2409,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -2210,26 +2425,33 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    if cython.compiled:
+        obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    else:
+        obj = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2279,7 +2501,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2293,26 +2515,33 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    if cython.compiled:
+        obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    else:
+        obj = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -2347,7 +2576,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v10(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -2356,7 +2585,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = OffsetCommitResponse_OffsetCommitResponsePartition.__new__(OffsetCommitResponse_OffsetCommitResponsePartition)
+    if cython.compiled:
+        obj = OffsetCommitResponse_OffsetCommitResponsePartition.__new__(OffsetCommitResponse_OffsetCommitResponsePartition)
+    else:
+        obj = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
@@ -2378,7 +2610,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -2392,7 +2624,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitResponse_OffsetCommitResponsePartition.__new__(OffsetCommitResponse_OffsetCommitResponsePartition)
+    if cython.compiled:
+        obj = OffsetCommitResponse_OffsetCommitResponsePartition.__new__(OffsetCommitResponse_OffsetCommitResponsePartition)
+    else:
+        obj = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,21 +33,21 @@ cdef class OffsetDeleteResponse_OffsetDeleteResponseTopic(Struct):
 cdef class OffsetDeleteResponse(Message):
     cdef public object error_code, throttle_time_ms, topics
 
-@_cy.locals(obj=OffsetDeleteRequest)
+@_cy.locals(obj=OffsetDeleteRequest, pos=Py_ssize_t)
 cpdef _dec_OffsetDeleteRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_OffsetDeleteRequest_v0(OffsetDeleteRequest obj, bytearray out)
-@_cy.locals(obj=OffsetDeleteRequest_OffsetDeleteRequestTopic)
+@_cy.locals(obj=OffsetDeleteRequest_OffsetDeleteRequestTopic, pos=Py_ssize_t)
 cdef _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(OffsetDeleteRequest_OffsetDeleteRequestTopic obj, bytearray out)
-@_cy.locals(obj=OffsetDeleteRequest_OffsetDeleteRequestPartition)
+@_cy.locals(obj=OffsetDeleteRequest_OffsetDeleteRequestPartition, pos=Py_ssize_t)
 cdef _dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(OffsetDeleteRequest_OffsetDeleteRequestPartition obj, bytearray out)
-@_cy.locals(obj=OffsetDeleteResponse)
+@_cy.locals(obj=OffsetDeleteResponse, pos=Py_ssize_t)
 cpdef _dec_OffsetDeleteResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_OffsetDeleteResponse_v0(OffsetDeleteResponse obj, bytearray out)
-@_cy.locals(obj=OffsetDeleteResponse_OffsetDeleteResponseTopic)
+@_cy.locals(obj=OffsetDeleteResponse_OffsetDeleteResponseTopic, pos=Py_ssize_t)
 cdef _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(OffsetDeleteResponse_OffsetDeleteResponseTopic obj, bytearray out)
-@_cy.locals(obj=OffsetDeleteResponse_OffsetDeleteResponsePartition)
+@_cy.locals(obj=OffsetDeleteResponse_OffsetDeleteResponsePartition, pos=Py_ssize_t)
 cdef _dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(OffsetDeleteResponse_OffsetDeleteResponsePartition obj, bytearray out)

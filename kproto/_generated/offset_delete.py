@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -59,9 +56,14 @@ _RUN_partitions = (('partitions', 0, 4),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_OffsetDeleteRequest_v0(buf, cur, end):
     """Decode OffsetDeleteRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -75,7 +77,10 @@ def _dec_OffsetDeleteRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -89,15 +94,19 @@ def _dec_OffsetDeleteRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetDeleteRequest.__new__(OffsetDeleteRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetDeleteRequest.__new__(OffsetDeleteRequest)
+    else:
+        obj = _new(OffsetDeleteRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     cur.pos = pos
@@ -139,7 +148,7 @@ def _enc_OffsetDeleteRequest_v0(obj, out):
 
 def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end):
     """Decode OffsetDeleteRequest.OffsetDeleteRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -153,7 +162,10 @@ def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -167,15 +179,19 @@ def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 4:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetDeleteRequest_OffsetDeleteRequestTopic.__new__(OffsetDeleteRequest_OffsetDeleteRequestTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetDeleteRequest_OffsetDeleteRequestTopic.__new__(OffsetDeleteRequest_OffsetDeleteRequestTopic)
+    else:
+        obj = _new(OffsetDeleteRequest_OffsetDeleteRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     cur.pos = pos
@@ -217,7 +233,7 @@ def _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(obj, out):
 
 def _dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, cur, end):
     """Decode OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -225,7 +241,10 @@ def _dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, cur, end):
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = OffsetDeleteRequest_OffsetDeleteRequestPartition.__new__(OffsetDeleteRequest_OffsetDeleteRequestPartition)
+    if cython.compiled:
+        obj = OffsetDeleteRequest_OffsetDeleteRequestPartition.__new__(OffsetDeleteRequest_OffsetDeleteRequestPartition)
+    else:
+        obj = _new(OffsetDeleteRequest_OffsetDeleteRequestPartition)
     obj.partition_index = f_partition_index
     cur.pos = pos
     return obj
@@ -244,7 +263,7 @@ def _enc_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(obj, out):
 
 def _dec_OffsetDeleteResponse_v0(buf, cur, end):
     """Decode OffsetDeleteResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_error_code__topics, pos, end)
     if cython.compiled:
@@ -257,15 +276,19 @@ def _dec_OffsetDeleteResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetDeleteResponse.__new__(OffsetDeleteResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetDeleteResponse.__new__(OffsetDeleteResponse)
+    else:
+        obj = _new(OffsetDeleteResponse)
     obj.error_code = f_error_code
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
@@ -295,7 +318,7 @@ def _enc_OffsetDeleteResponse_v0(obj, out):
 
 def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end):
     """Decode OffsetDeleteResponse.OffsetDeleteResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -309,7 +332,10 @@ def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -323,15 +349,19 @@ def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetDeleteResponse_OffsetDeleteResponseTopic.__new__(OffsetDeleteResponse_OffsetDeleteResponseTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetDeleteResponse_OffsetDeleteResponseTopic.__new__(OffsetDeleteResponse_OffsetDeleteResponseTopic)
+    else:
+        obj = _new(OffsetDeleteResponse_OffsetDeleteResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     cur.pos = pos
@@ -373,7 +403,7 @@ def _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(obj, out):
 
 def _dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, cur, end):
     """Decode OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -382,7 +412,10 @@ def _dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = OffsetDeleteResponse_OffsetDeleteResponsePartition.__new__(OffsetDeleteResponse_OffsetDeleteResponsePartition)
+    if cython.compiled:
+        obj = OffsetDeleteResponse_OffsetDeleteResponsePartition.__new__(OffsetDeleteResponse_OffsetDeleteResponsePartition)
+    else:
+        obj = _new(OffsetDeleteResponse_OffsetDeleteResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     cur.pos = pos

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,9 +66,15 @@ _RUN_throttle_time_ms__topics = (('throttle_time_ms', 0, 4), ('topics', 4, 4))
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_OffsetFetchRequest_v0(buf, cur, end):
     """Decode OffsetFetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -85,7 +88,10 @@ def _dec_OffsetFetchRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -99,15 +105,19 @@ def _dec_OffsetFetchRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.groups = []
@@ -156,7 +166,7 @@ def _enc_OffsetFetchRequest_v0(obj, out):
 
 def _dec_OffsetFetchRequest_v2(buf, cur, end):
     """Decode OffsetFetchRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -170,7 +180,10 @@ def _dec_OffsetFetchRequest_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -187,15 +200,19 @@ def _dec_OffsetFetchRequest_v2(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.groups = []
@@ -245,7 +262,7 @@ def _enc_OffsetFetchRequest_v2(obj, out):
 
 def _dec_OffsetFetchRequest_v6(buf, cur, end):
     """Decode OffsetFetchRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -255,6 +272,9 @@ def _dec_OffsetFetchRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -264,7 +284,10 @@ def _dec_OffsetFetchRequest_v6(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -277,6 +300,9 @@ def _dec_OffsetFetchRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -286,20 +312,24 @@ def _dec_OffsetFetchRequest_v6(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.groups = []
@@ -355,7 +385,7 @@ def _enc_OffsetFetchRequest_v6(obj, out):
 
 def _dec_OffsetFetchRequest_v7(buf, cur, end):
     """Decode OffsetFetchRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -365,6 +395,9 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -374,7 +407,10 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -387,6 +423,9 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -396,14 +435,15 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_require_stable, pos, end)
     if cython.compiled:
@@ -419,7 +459,10 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.groups = []
@@ -478,7 +521,7 @@ def _enc_OffsetFetchRequest_v7(obj, out):
 
 def _dec_OffsetFetchRequest_v8(buf, cur, end):
     """Decode OffsetFetchRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -488,20 +531,24 @@ def _dec_OffsetFetchRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 3:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 3, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_require_stable, pos, end)
     if cython.compiled:
@@ -517,7 +564,10 @@ def _dec_OffsetFetchRequest_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = ''
     obj.topics = []
     obj.groups = f_groups
@@ -561,7 +611,7 @@ def _enc_OffsetFetchRequest_v8(obj, out):
 
 def _dec_OffsetFetchRequest_v9(buf, cur, end):
     """Decode OffsetFetchRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -571,20 +621,24 @@ def _dec_OffsetFetchRequest_v9(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 8:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 8, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_require_stable, pos, end)
     if cython.compiled:
@@ -600,7 +654,10 @@ def _dec_OffsetFetchRequest_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = ''
     obj.topics = []
     obj.groups = f_groups
@@ -644,7 +701,7 @@ def _enc_OffsetFetchRequest_v9(obj, out):
 
 def _dec_OffsetFetchRequest_v10(buf, cur, end):
     """Decode OffsetFetchRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -654,20 +711,24 @@ def _dec_OffsetFetchRequest_v10(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 8:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 8, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_require_stable, pos, end)
     if cython.compiled:
@@ -683,7 +744,10 @@ def _dec_OffsetFetchRequest_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = ''
     obj.topics = []
     obj.groups = f_groups
@@ -727,7 +791,7 @@ def _enc_OffsetFetchRequest_v10(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -741,7 +805,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -756,10 +823,15 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
-    obj = OffsetFetchRequest_OffsetFetchRequestTopic.__new__(OffsetFetchRequest_OffsetFetchRequestTopic)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestTopic.__new__(OffsetFetchRequest_OffsetFetchRequestTopic)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = []
@@ -806,7 +878,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -816,6 +888,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -825,7 +900,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -838,6 +916,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
         n_partition_indexes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_indexes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_indexes, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
         n_partition_indexes -= 1
@@ -845,6 +926,8 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -853,7 +936,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestTopic.__new__(OffsetFetchRequest_OffsetFetchRequestTopic)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestTopic.__new__(OffsetFetchRequest_OffsetFetchRequestTopic)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = unknown
@@ -906,7 +992,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -916,6 +1002,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -925,7 +1014,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -938,6 +1030,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -947,20 +1042,24 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
     obj.group_id = f_group_id
     obj.member_id = None
     obj.member_epoch = -1
@@ -1012,7 +1111,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1022,6 +1121,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -1031,7 +1133,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1044,6 +1149,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -1053,7 +1161,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -1075,6 +1186,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -1084,20 +1198,24 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
@@ -1170,7 +1288,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1180,6 +1298,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -1189,7 +1310,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1202,6 +1326,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -1211,7 +1338,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -1233,6 +1363,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -1242,20 +1375,24 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
@@ -1328,7 +1465,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1338,6 +1475,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1347,7 +1487,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1360,6 +1503,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
         n_partition_indexes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_indexes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_indexes, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
         n_partition_indexes -= 1
@@ -1367,6 +1513,8 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -1375,7 +1523,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestTopics.__new__(OffsetFetchRequest_OffsetFetchRequestTopics)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestTopics.__new__(OffsetFetchRequest_OffsetFetchRequestTopics)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_indexes = f_partition_indexes
@@ -1429,7 +1580,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -1443,6 +1594,9 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
         n_partition_indexes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_indexes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_indexes, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
         n_partition_indexes -= 1
@@ -1450,6 +1604,8 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -1458,7 +1614,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestTopics.__new__(OffsetFetchRequest_OffsetFetchRequestTopics)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestTopics.__new__(OffsetFetchRequest_OffsetFetchRequestTopics)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partition_indexes = f_partition_indexes
@@ -1497,7 +1656,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v10(obj, out):
 
 def _dec_OffsetFetchResponse_v0(buf, cur, end):
     """Decode OffsetFetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1508,15 +1667,19 @@ def _dec_OffsetFetchResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.error_code = 0
@@ -1548,7 +1711,7 @@ def _enc_OffsetFetchResponse_v0(obj, out):
 
 def _dec_OffsetFetchResponse_v2(buf, cur, end):
     """Decode OffsetFetchResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1559,14 +1722,15 @@ def _dec_OffsetFetchResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1574,7 +1738,10 @@ def _dec_OffsetFetchResponse_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -1611,7 +1778,7 @@ def _enc_OffsetFetchResponse_v2(obj, out):
 
 def _dec_OffsetFetchResponse_v3(buf, cur, end):
     """Decode OffsetFetchResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1623,14 +1790,15 @@ def _dec_OffsetFetchResponse_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1638,7 +1806,10 @@ def _dec_OffsetFetchResponse_v3(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -1676,7 +1847,7 @@ def _enc_OffsetFetchResponse_v3(obj, out):
 
 def _dec_OffsetFetchResponse_v5(buf, cur, end):
     """Decode OffsetFetchResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1688,14 +1859,15 @@ def _dec_OffsetFetchResponse_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1703,7 +1875,10 @@ def _dec_OffsetFetchResponse_v5(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -1741,7 +1916,7 @@ def _enc_OffsetFetchResponse_v5(obj, out):
 
 def _dec_OffsetFetchResponse_v6(buf, cur, end):
     """Decode OffsetFetchResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1758,20 +1933,24 @@ def _dec_OffsetFetchResponse_v6(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1784,7 +1963,10 @@ def _dec_OffsetFetchResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -1831,7 +2013,7 @@ def _enc_OffsetFetchResponse_v6(obj, out):
 
 def _dec_OffsetFetchResponse_v8(buf, cur, end):
     """Decode OffsetFetchResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1848,26 +2030,33 @@ def _dec_OffsetFetchResponse_v8(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 5:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 5, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = []
     obj.error_code = 0
@@ -1909,7 +2098,7 @@ def _enc_OffsetFetchResponse_v8(obj, out):
 
 def _dec_OffsetFetchResponse_v10(buf, cur, end):
     """Decode OffsetFetchResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1926,26 +2115,33 @@ def _dec_OffsetFetchResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 5:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 5, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = []
     obj.error_code = 0
@@ -1987,7 +2183,7 @@ def _enc_OffsetFetchResponse_v10(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -2001,7 +2197,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2015,15 +2214,19 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -2066,7 +2269,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -2080,7 +2283,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2094,15 +2300,19 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 20, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -2145,7 +2355,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -2155,6 +2365,9 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -2164,7 +2377,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -2177,26 +2393,33 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -2245,7 +2468,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__metadata, pos, end)
     if cython.compiled:
@@ -2261,7 +2484,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
             if f_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
-            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+            try:
+                f_metadata = buf[pos:pos + n_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
@@ -2274,7 +2500,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = -1
@@ -2315,7 +2544,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__metadata_2, pos, end)
     if cython.compiled:
@@ -2332,7 +2561,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end):
             if f_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
-            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+            try:
+                f_metadata = buf[pos:pos + n_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
@@ -2345,7 +2577,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -2387,7 +2622,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v5(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:
@@ -2406,6 +2641,9 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
             raise _w.bad_uvarint('metadata', buf, pos, end)
         n_metadata = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_metadata = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_metadata, pos = _w.read_uvarint(buf, pos, end, 'metadata')
         n_metadata -= 1
@@ -2415,7 +2653,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
             if f_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
-            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+            try:
+                f_metadata = buf[pos:pos + n_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
@@ -2433,7 +2674,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -2484,7 +2728,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -2494,6 +2738,9 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -2503,7 +2750,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -2516,20 +2766,24 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2542,7 +2796,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponseGroup.__new__(OffsetFetchResponse_OffsetFetchResponseGroup)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseGroup.__new__(OffsetFetchResponse_OffsetFetchResponseGroup)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -2597,7 +2854,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -2607,6 +2864,9 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -2616,7 +2876,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -2629,20 +2892,24 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2655,7 +2922,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponseGroup.__new__(OffsetFetchResponse_OffsetFetchResponseGroup)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseGroup.__new__(OffsetFetchResponse_OffsetFetchResponseGroup)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -2710,7 +2980,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -2720,6 +2990,9 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -2729,7 +3002,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -2742,26 +3018,33 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponseTopics.__new__(OffsetFetchResponse_OffsetFetchResponseTopics)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseTopics.__new__(OffsetFetchResponse_OffsetFetchResponseTopics)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2811,7 +3094,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2825,26 +3108,33 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponseTopics.__new__(OffsetFetchResponse_OffsetFetchResponseTopics)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseTopics.__new__(OffsetFetchResponse_OffsetFetchResponseTopics)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -2879,7 +3169,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v10(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:
@@ -2898,6 +3188,9 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
             raise _w.bad_uvarint('metadata', buf, pos, end)
         n_metadata = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_metadata = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_metadata, pos = _w.read_uvarint(buf, pos, end, 'metadata')
         n_metadata -= 1
@@ -2907,7 +3200,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
             if f_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
-            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+            try:
+                f_metadata = buf[pos:pos + n_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
@@ -2925,7 +3221,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponsePartitions.__new__(OffsetFetchResponse_OffsetFetchResponsePartitions)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponsePartitions.__new__(OffsetFetchResponse_OffsetFetchResponsePartitions)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch

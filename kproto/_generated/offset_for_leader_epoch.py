@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -65,9 +62,14 @@ _RUN_topic = (('topic', 0, 2),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_OffsetForLeaderEpochRequest_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -78,15 +80,19 @@ def _dec_OffsetForLeaderEpochRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest)
     obj.replica_id = -2
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -114,7 +120,7 @@ def _enc_OffsetForLeaderEpochRequest_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -125,15 +131,19 @@ def _dec_OffsetForLeaderEpochRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest)
     obj.replica_id = -2
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -161,7 +171,7 @@ def _enc_OffsetForLeaderEpochRequest_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_v3(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -173,15 +183,19 @@ def _dec_OffsetForLeaderEpochRequest_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest)
     obj.replica_id = f_replica_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -210,7 +224,7 @@ def _enc_OffsetForLeaderEpochRequest_v3(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_replica_id, pos, end)
     if cython.compiled:
@@ -227,26 +241,33 @@ def _dec_OffsetForLeaderEpochRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest)
     obj.replica_id = f_replica_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -284,7 +305,7 @@ def _enc_OffsetForLeaderEpochRequest_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -298,7 +319,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -312,15 +336,19 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 8:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 8, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -363,7 +391,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -377,7 +405,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -391,15 +422,19 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 12:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 12, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -442,7 +477,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -452,6 +487,9 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -461,7 +499,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -474,26 +515,33 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 13:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 13, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -542,7 +590,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
     if cython.compiled:
@@ -551,7 +599,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(buf, cur, end):
     else:
         f_partition, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = -1
     obj.leader_epoch = f_leader_epoch
@@ -574,7 +625,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -584,7 +635,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(buf, cur, end):
     else:
         f_partition, f_current_leader_epoch, f_leader_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.leader_epoch = f_leader_epoch
@@ -608,7 +662,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -623,7 +677,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.leader_epoch = f_leader_epoch
@@ -651,7 +708,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -662,15 +719,19 @@ def _dec_OffsetForLeaderEpochResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -698,7 +759,7 @@ def _enc_OffsetForLeaderEpochResponse_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v1(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -709,15 +770,19 @@ def _dec_OffsetForLeaderEpochResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -745,7 +810,7 @@ def _enc_OffsetForLeaderEpochResponse_v1(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -757,15 +822,19 @@ def _dec_OffsetForLeaderEpochResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -794,7 +863,7 @@ def _enc_OffsetForLeaderEpochResponse_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -811,26 +880,33 @@ def _dec_OffsetForLeaderEpochResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -868,7 +944,7 @@ def _enc_OffsetForLeaderEpochResponse_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -882,7 +958,10 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, en
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -896,15 +975,19 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, en
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -947,7 +1030,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -961,7 +1044,10 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, en
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -975,15 +1061,19 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, en
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1026,7 +1116,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -1036,6 +1126,9 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, en
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -1045,7 +1138,10 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, en
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -1058,26 +1154,33 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, en
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 19:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 19, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1126,7 +1229,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__end_offset, pos, end)
     if cython.compiled:
@@ -1136,7 +1239,10 @@ def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, cur, end):
     else:
         f_error_code, f_partition, f_end_offset = _S_hiq.unpack_from(buf, pos)
     pos += 14
-    obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
     obj.error_code = f_error_code
     obj.partition = f_partition
     obj.leader_epoch = -1
@@ -1161,7 +1267,7 @@ def _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
     if cython.compiled:
@@ -1172,7 +1278,10 @@ def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1(buf, cur, end):
     else:
         f_error_code, f_partition, f_leader_epoch, f_end_offset = _S_hiiq.unpack_from(buf, pos)
     pos += 18
-    obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
     obj.error_code = f_error_code
     obj.partition = f_partition
     obj.leader_epoch = f_leader_epoch
@@ -1198,7 +1307,7 @@ def _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v1(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
     if cython.compiled:
@@ -1214,7 +1323,10 @@ def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
     obj.error_code = f_error_code
     obj.partition = f_partition
     obj.leader_epoch = f_leader_epoch

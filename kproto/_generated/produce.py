@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -78,9 +75,14 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_ProduceRequest_v0(buf, cur, end):
     """Decode ProduceRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_acks__topic_data, pos, end)
     if cython.compiled:
@@ -93,15 +95,19 @@ def _dec_ProduceRequest_v0(buf, cur, end):
     if n_topic_data < 0 or n_topic_data > (end - pos) // 6:
         raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6, 4)
     f_topic_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_data):
-            f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_data[%d]" % i)
-    pos = cur.pos
-    obj = ProduceRequest.__new__(ProduceRequest)
+    if cython.compiled or n_topic_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_data):
+                f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ProduceRequest.__new__(ProduceRequest)
+    else:
+        obj = _new(ProduceRequest)
     obj.transactional_id = None
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
@@ -135,7 +141,7 @@ def _enc_ProduceRequest_v0(obj, out):
 
 def _dec_ProduceRequest_v3(buf, cur, end):
     """Decode ProduceRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -149,7 +155,10 @@ def _dec_ProduceRequest_v3(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -167,15 +176,19 @@ def _dec_ProduceRequest_v3(buf, cur, end):
     if n_topic_data < 0 or n_topic_data > (end - pos) // 6:
         raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6, 4)
     f_topic_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_data):
-            f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_data[%d]" % i)
-    pos = cur.pos
-    obj = ProduceRequest.__new__(ProduceRequest)
+    if cython.compiled or n_topic_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_data):
+                f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ProduceRequest.__new__(ProduceRequest)
+    else:
+        obj = _new(ProduceRequest)
     obj.transactional_id = f_transactional_id
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
@@ -222,7 +235,7 @@ def _enc_ProduceRequest_v3(obj, out):
 
 def _dec_ProduceRequest_v9(buf, cur, end):
     """Decode ProduceRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -232,6 +245,9 @@ def _dec_ProduceRequest_v9(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -241,7 +257,10 @@ def _dec_ProduceRequest_v9(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -264,26 +283,33 @@ def _dec_ProduceRequest_v9(buf, cur, end):
             raise _w.bad_uvarint('topic_data', buf, pos, end)
         n_topic_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_data, pos = _w.read_uvarint(buf, pos, end, 'topic_data')
         n_topic_data -= 1
     if n_topic_data < 0 or n_topic_data > (end - pos) // 3:
         raise _w.bad_count('topic_data', pos - 1, n_topic_data, end, 3, 1)
     f_topic_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_data):
-            f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_data):
+                f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceRequest.__new__(ProduceRequest)
+    if cython.compiled:
+        obj = ProduceRequest.__new__(ProduceRequest)
+    else:
+        obj = _new(ProduceRequest)
     obj.transactional_id = f_transactional_id
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
@@ -340,7 +366,7 @@ def _enc_ProduceRequest_v9(obj, out):
 
 def _dec_ProduceRequest_v13(buf, cur, end):
     """Decode ProduceRequest (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -350,6 +376,9 @@ def _dec_ProduceRequest_v13(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -359,7 +388,10 @@ def _dec_ProduceRequest_v13(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -382,26 +414,33 @@ def _dec_ProduceRequest_v13(buf, cur, end):
             raise _w.bad_uvarint('topic_data', buf, pos, end)
         n_topic_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_data, pos = _w.read_uvarint(buf, pos, end, 'topic_data')
         n_topic_data -= 1
     if n_topic_data < 0 or n_topic_data > (end - pos) // 18:
         raise _w.bad_count('topic_data', pos - 1, n_topic_data, end, 18, 1)
     f_topic_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_data):
-            f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_data):
+                f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceRequest.__new__(ProduceRequest)
+    if cython.compiled:
+        obj = ProduceRequest.__new__(ProduceRequest)
+    else:
+        obj = _new(ProduceRequest)
     obj.transactional_id = f_transactional_id
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
@@ -458,7 +497,7 @@ def _enc_ProduceRequest_v13(obj, out):
 
 def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -472,7 +511,10 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -486,15 +528,19 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
     if n_partition_data < 0 or n_partition_data > (end - pos) // 8:
         raise _w.bad_count('partition_data', pos - 4, n_partition_data, end, 8, 4)
     f_partition_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_data):
-            f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_data[%d]" % i)
-    pos = cur.pos
-    obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    if cython.compiled or n_partition_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_data):
+                f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_data[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    else:
+        obj = _new(ProduceRequest_TopicProduceData)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_data = f_partition_data
@@ -538,7 +584,7 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
 
 def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -548,6 +594,9 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -557,7 +606,10 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -570,26 +622,33 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
             raise _w.bad_uvarint('partition_data', buf, pos, end)
         n_partition_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_data, pos = _w.read_uvarint(buf, pos, end, 'partition_data')
         n_partition_data -= 1
     if n_partition_data < 0 or n_partition_data > (end - pos) // 6:
         raise _w.bad_count('partition_data', pos - 1, n_partition_data, end, 6, 1)
     f_partition_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_data):
-            f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_data):
+                f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    if cython.compiled:
+        obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    else:
+        obj = _new(ProduceRequest_TopicProduceData)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_data = f_partition_data
@@ -639,7 +698,7 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
 
 def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -653,26 +712,33 @@ def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
             raise _w.bad_uvarint('partition_data', buf, pos, end)
         n_partition_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_data, pos = _w.read_uvarint(buf, pos, end, 'partition_data')
         n_partition_data -= 1
     if n_partition_data < 0 or n_partition_data > (end - pos) // 6:
         raise _w.bad_count('partition_data', pos - 1, n_partition_data, end, 6, 1)
     f_partition_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_data):
-            f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_data):
+                f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    if cython.compiled:
+        obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    else:
+        obj = _new(ProduceRequest_TopicProduceData)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partition_data = f_partition_data
@@ -707,7 +773,7 @@ def _enc_ProduceRequest_TopicProduceData_v13(obj, out):
 
 def _dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData.PartitionProduceData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_index__records, pos, end)
     if cython.compiled:
@@ -717,13 +783,20 @@ def _dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end):
         f_index, n_records = _S_ii.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 4, True)
-    obj = ProduceRequest_PartitionProduceData.__new__(ProduceRequest_PartitionProduceData)
+    if cython.compiled:
+        obj = ProduceRequest_PartitionProduceData.__new__(ProduceRequest_PartitionProduceData)
+    else:
+        obj = _new(ProduceRequest_PartitionProduceData)
     obj.index = f_index
     obj.records = f_records
     obj.unknown_tagged_fields = []
@@ -753,7 +826,7 @@ def _enc_ProduceRequest_PartitionProduceData_v0(obj, out):
 
 def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData.PartitionProduceData (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_index, pos, end)
     if cython.compiled:
@@ -770,11 +843,18 @@ def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
             raise _w.bad_uvarint('records', buf, pos, end)
         n_records = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_records = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -785,7 +865,10 @@ def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceRequest_PartitionProduceData.__new__(ProduceRequest_PartitionProduceData)
+    if cython.compiled:
+        obj = ProduceRequest_PartitionProduceData.__new__(ProduceRequest_PartitionProduceData)
+    else:
+        obj = _new(ProduceRequest_PartitionProduceData)
     obj.index = f_index
     obj.records = f_records
     obj.unknown_tagged_fields = unknown
@@ -824,7 +907,7 @@ def _enc_ProduceRequest_PartitionProduceData_v9(obj, out):
 
 def _dec_ProduceResponse_v0(buf, cur, end):
     """Decode ProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -835,15 +918,19 @@ def _dec_ProduceResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = 0
     obj.node_endpoints = []
@@ -874,7 +961,7 @@ def _enc_ProduceResponse_v0(obj, out):
 
 def _dec_ProduceResponse_v1(buf, cur, end):
     """Decode ProduceResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -885,14 +972,15 @@ def _dec_ProduceResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -900,7 +988,10 @@ def _dec_ProduceResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = []
@@ -936,7 +1027,7 @@ def _enc_ProduceResponse_v1(obj, out):
 
 def _dec_ProduceResponse_v2(buf, cur, end):
     """Decode ProduceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -947,14 +1038,15 @@ def _dec_ProduceResponse_v2(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -962,7 +1054,10 @@ def _dec_ProduceResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = []
@@ -998,7 +1093,7 @@ def _enc_ProduceResponse_v2(obj, out):
 
 def _dec_ProduceResponse_v5(buf, cur, end):
     """Decode ProduceResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -1009,14 +1104,15 @@ def _dec_ProduceResponse_v5(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1024,7 +1120,10 @@ def _dec_ProduceResponse_v5(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = []
@@ -1060,7 +1159,7 @@ def _enc_ProduceResponse_v5(obj, out):
 
 def _dec_ProduceResponse_v8(buf, cur, end):
     """Decode ProduceResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -1071,14 +1170,15 @@ def _dec_ProduceResponse_v8(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1086,7 +1186,10 @@ def _dec_ProduceResponse_v8(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = []
@@ -1122,7 +1225,7 @@ def _enc_ProduceResponse_v8(obj, out):
 
 def _dec_ProduceResponse_v9(buf, cur, end):
     """Decode ProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_responses = buf[pos] - 1
         pos += 1
@@ -1132,20 +1235,24 @@ def _dec_ProduceResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1158,7 +1265,10 @@ def _dec_ProduceResponse_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = []
@@ -1199,7 +1309,7 @@ def _enc_ProduceResponse_v9(obj, out):
 
 def _dec_ProduceResponse_v10(buf, cur, end):
     """Decode ProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_responses = buf[pos] - 1
         pos += 1
@@ -1209,20 +1319,24 @@ def _dec_ProduceResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1247,24 +1361,31 @@ def _dec_ProduceResponse_v10(buf, cur, end):
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
                     n_node_endpoints = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
                     n_node_endpoints -= 1
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 11:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 11, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_ProduceResponse_NodeEndpoint_v10(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_ProduceResponse_NodeEndpoint_v10(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = f_node_endpoints
@@ -1320,7 +1441,7 @@ def _enc_ProduceResponse_v10(obj, out):
 
 def _dec_ProduceResponse_v13(buf, cur, end):
     """Decode ProduceResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_responses = buf[pos] - 1
         pos += 1
@@ -1330,20 +1451,24 @@ def _dec_ProduceResponse_v13(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1368,24 +1493,31 @@ def _dec_ProduceResponse_v13(buf, cur, end):
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
                     n_node_endpoints = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
                     n_node_endpoints -= 1
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 11:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 11, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_ProduceResponse_NodeEndpoint_v10(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_ProduceResponse_NodeEndpoint_v10(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = f_node_endpoints
@@ -1441,7 +1573,7 @@ def _enc_ProduceResponse_v13(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1455,7 +1587,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1469,15 +1604,19 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 14:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 14, 4)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1521,7 +1660,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1535,7 +1674,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1549,15 +1691,19 @@ def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 22:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 22, 4)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1601,7 +1747,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v2(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1615,7 +1761,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1629,15 +1778,19 @@ def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 30:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 30, 4)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1681,7 +1834,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v5(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1695,7 +1848,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1709,15 +1865,19 @@ def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 36:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 36, 4)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1761,7 +1921,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v8(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1771,6 +1931,9 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1780,7 +1943,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1793,26 +1959,33 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('partition_responses', buf, pos, end)
         n_partition_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_responses, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
         n_partition_responses -= 1
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 33:
         raise _w.bad_count('partition_responses', pos - 1, n_partition_responses, end, 33, 1)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1862,7 +2035,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1872,6 +2045,9 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1881,7 +2057,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1894,26 +2073,33 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('partition_responses', buf, pos, end)
         n_partition_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_responses, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
         n_partition_responses -= 1
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 33:
         raise _w.bad_count('partition_responses', pos - 1, n_partition_responses, end, 33, 1)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1963,7 +2149,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -1977,26 +2163,33 @@ def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
             raise _w.bad_uvarint('partition_responses', buf, pos, end)
         n_partition_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_responses, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
         n_partition_responses -= 1
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 33:
         raise _w.bad_count('partition_responses', pos - 1, n_partition_responses, end, 33, 1)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partition_responses = f_partition_responses
@@ -2031,7 +2224,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v13(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_index__base_offset, pos, end)
     if cython.compiled:
@@ -2041,7 +2234,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
     else:
         f_index, f_error_code, f_base_offset = _S_ihq.unpack_from(buf, pos)
     pos += 14
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2049,7 +2245,14 @@ def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
     obj.log_start_offset = -1
     obj.record_errors = []
     obj.error_message = None
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2072,7 +2275,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v0(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_index__log_append_time_ms, pos, end)
     if cython.compiled:
@@ -2083,7 +2286,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end):
     else:
         f_index, f_error_code, f_base_offset, f_log_append_time_ms = _S_ihqq.unpack_from(buf, pos)
     pos += 22
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2091,7 +2297,14 @@ def _dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end):
     obj.log_start_offset = -1
     obj.record_errors = []
     obj.error_message = None
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2115,7 +2328,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v2(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 30:
         raise _w.short_run(_RUN_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -2127,7 +2340,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end):
     else:
         f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2135,7 +2351,14 @@ def _dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end):
     obj.log_start_offset = f_log_start_offset
     obj.record_errors = []
     obj.error_message = None
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2160,7 +2383,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v5(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 34:
         raise _w.short_run(_RUN_index__record_errors, pos, end)
     if cython.compiled:
@@ -2176,14 +2399,15 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     if n_record_errors < 0 or n_record_errors > (end - pos) // 6:
         raise _w.bad_count('record_errors', pos - 4, n_record_errors, end, 6, 4)
     f_record_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_record_errors):
-            f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("record_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_record_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_record_errors):
+                f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("record_errors[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_message, pos, end)
     if cython.compiled:
@@ -2197,13 +2421,19 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2211,7 +2441,14 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     obj.log_start_offset = f_log_start_offset
     obj.record_errors = f_record_errors
     obj.error_message = f_error_message
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2259,7 +2496,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 30:
         raise _w.short_run(_RUN_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -2280,20 +2517,24 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('record_errors', buf, pos, end)
         n_record_errors = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_record_errors = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_record_errors, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
         n_record_errors -= 1
     if n_record_errors < 0 or n_record_errors > (end - pos) // 6:
         raise _w.bad_count('record_errors', pos - 1, n_record_errors, end, 6, 1)
     f_record_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_record_errors):
-            f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("record_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_record_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_record_errors):
+                f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("record_errors[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_error_message = buf[pos] - 1
         pos += 1
@@ -2303,6 +2544,9 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -2312,7 +2556,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -2323,7 +2570,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2331,7 +2581,14 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     obj.log_start_offset = f_log_start_offset
     obj.record_errors = f_record_errors
     obj.error_message = f_error_message
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
@@ -2389,7 +2646,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 30:
         raise _w.short_run(_RUN_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -2410,20 +2667,24 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('record_errors', buf, pos, end)
         n_record_errors = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_record_errors = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_record_errors, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
         n_record_errors -= 1
     if n_record_errors < 0 or n_record_errors > (end - pos) // 6:
         raise _w.bad_count('record_errors', pos - 1, n_record_errors, end, 6, 1)
     f_record_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_record_errors):
-            f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("record_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_record_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_record_errors):
+                f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("record_errors[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_error_message = buf[pos] - 1
         pos += 1
@@ -2433,6 +2694,9 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -2442,13 +2706,23 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
-    f_current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        f_current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        f_current_leader = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2465,7 +2739,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('current_leader', 0, pos, t_end)
         pos = after
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2535,7 +2812,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
 
 def _dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_batch_index__batch_index_error_message, pos, end)
     if cython.compiled:
@@ -2550,13 +2827,19 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end):
             if f_batch_index_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
         else:
-            f_batch_index_error_message = _w.utf8(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
+            try:
+                f_batch_index_error_message = buf[pos:pos + n_batch_index_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
         pos += n_batch_index_error_message
     elif n_batch_index_error_message == -1:
         f_batch_index_error_message = None
     else:
         raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message, end, 2, True)
-    obj = ProduceResponse_BatchIndexAndErrorMessage.__new__(ProduceResponse_BatchIndexAndErrorMessage)
+    if cython.compiled:
+        obj = ProduceResponse_BatchIndexAndErrorMessage.__new__(ProduceResponse_BatchIndexAndErrorMessage)
+    else:
+        obj = _new(ProduceResponse_BatchIndexAndErrorMessage)
     obj.batch_index = f_batch_index
     obj.batch_index_error_message = f_batch_index_error_message
     obj.unknown_tagged_fields = []
@@ -2588,7 +2871,7 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(obj, out):
 
 def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_batch_index, pos, end)
     if cython.compiled:
@@ -2605,6 +2888,9 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
             raise _w.bad_uvarint('batch_index_error_message', buf, pos, end)
         n_batch_index_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_batch_index_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_batch_index_error_message, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
         n_batch_index_error_message -= 1
@@ -2614,7 +2900,10 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
             if f_batch_index_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
         else:
-            f_batch_index_error_message = _w.utf8(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
+            try:
+                f_batch_index_error_message = buf[pos:pos + n_batch_index_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
         pos += n_batch_index_error_message
     elif n_batch_index_error_message == -1:
         f_batch_index_error_message = None
@@ -2625,7 +2914,10 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_BatchIndexAndErrorMessage.__new__(ProduceResponse_BatchIndexAndErrorMessage)
+    if cython.compiled:
+        obj = ProduceResponse_BatchIndexAndErrorMessage.__new__(ProduceResponse_BatchIndexAndErrorMessage)
+    else:
+        obj = _new(ProduceResponse_BatchIndexAndErrorMessage)
     obj.batch_index = f_batch_index
     obj.batch_index_error_message = f_batch_index_error_message
     obj.unknown_tagged_fields = unknown
@@ -2666,7 +2958,7 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(obj, out):
 
 def _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -2680,7 +2972,10 @@ def _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_LeaderIdAndEpoch.__new__(ProduceResponse_LeaderIdAndEpoch)
+    if cython.compiled:
+        obj = ProduceResponse_LeaderIdAndEpoch.__new__(ProduceResponse_LeaderIdAndEpoch)
+    else:
+        obj = _new(ProduceResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -2706,7 +3001,7 @@ def _enc_ProduceResponse_LeaderIdAndEpoch_v10(obj, out):
 
 def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
     """Decode ProduceResponse.NodeEndpoint (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -2723,6 +3018,9 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -2732,7 +3030,10 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2752,6 +3053,9 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -2761,7 +3065,10 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -2772,7 +3079,10 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_NodeEndpoint.__new__(ProduceResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = ProduceResponse_NodeEndpoint.__new__(ProduceResponse_NodeEndpoint)
+    else:
+        obj = _new(ProduceResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

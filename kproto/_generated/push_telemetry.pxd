@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,9 +21,9 @@ cdef class PushTelemetryRequest(Message):
 cdef class PushTelemetryResponse(Message):
     cdef public object throttle_time_ms, error_code, unknown_tagged_fields
 
-@_cy.locals(obj=PushTelemetryRequest)
+@_cy.locals(obj=PushTelemetryRequest, pos=Py_ssize_t)
 cpdef _dec_PushTelemetryRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_PushTelemetryRequest_v0(PushTelemetryRequest obj, bytearray out)
-@_cy.locals(obj=PushTelemetryResponse)
+@_cy.locals(obj=PushTelemetryResponse, pos=Py_ssize_t)
 cpdef _dec_PushTelemetryResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_PushTelemetryResponse_v0(PushTelemetryResponse obj, bytearray out)

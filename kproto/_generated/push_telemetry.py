@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -53,9 +50,14 @@ _RUN_subscription_id__compression_type = (('subscription_id', 0, 4), ('terminati
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_PushTelemetryRequest_v0(buf, cur, end):
     """Decode PushTelemetryRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('client_instance_id', pos, 16, end)
     f_client_instance_id = _w.uuid_at(buf, pos)
@@ -81,6 +83,9 @@ def _dec_PushTelemetryRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('metrics', buf, pos, end)
         n_metrics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_metrics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_metrics, pos = _w.read_uvarint(buf, pos, end, 'metrics')
         n_metrics -= 1
@@ -94,7 +99,10 @@ def _dec_PushTelemetryRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = PushTelemetryRequest.__new__(PushTelemetryRequest)
+    if cython.compiled:
+        obj = PushTelemetryRequest.__new__(PushTelemetryRequest)
+    else:
+        obj = _new(PushTelemetryRequest)
     obj.client_instance_id = f_client_instance_id
     obj.subscription_id = f_subscription_id
     obj.terminating = b_terminating
@@ -138,7 +146,7 @@ def _enc_PushTelemetryRequest_v0(obj, out):
 
 def _dec_PushTelemetryResponse_v0(buf, cur, end):
     """Decode PushTelemetryResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -152,7 +160,10 @@ def _dec_PushTelemetryResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = PushTelemetryResponse.__new__(PushTelemetryResponse)
+    if cython.compiled:
+        obj = PushTelemetryResponse.__new__(PushTelemetryResponse)
+    else:
+        obj = _new(PushTelemetryResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

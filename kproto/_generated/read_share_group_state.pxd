@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -35,24 +36,24 @@ cdef class ReadShareGroupStateResponse_ReadStateResult(Struct):
 cdef class ReadShareGroupStateResponse(Message):
     cdef public object results, unknown_tagged_fields
 
-@_cy.locals(obj=ReadShareGroupStateRequest)
+@_cy.locals(obj=ReadShareGroupStateRequest, pos=Py_ssize_t)
 cpdef _dec_ReadShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ReadShareGroupStateRequest_v0(ReadShareGroupStateRequest obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateRequest_ReadStateData)
+@_cy.locals(obj=ReadShareGroupStateRequest_ReadStateData, pos=Py_ssize_t)
 cdef _dec_ReadShareGroupStateRequest_ReadStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ReadShareGroupStateRequest_ReadStateData_v0(ReadShareGroupStateRequest_ReadStateData obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateRequest_PartitionData)
+@_cy.locals(obj=ReadShareGroupStateRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_ReadShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ReadShareGroupStateRequest_PartitionData_v0(ReadShareGroupStateRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateResponse)
+@_cy.locals(obj=ReadShareGroupStateResponse, pos=Py_ssize_t)
 cpdef _dec_ReadShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ReadShareGroupStateResponse_v0(ReadShareGroupStateResponse obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateResponse_ReadStateResult)
+@_cy.locals(obj=ReadShareGroupStateResponse_ReadStateResult, pos=Py_ssize_t)
 cdef _dec_ReadShareGroupStateResponse_ReadStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ReadShareGroupStateResponse_ReadStateResult_v0(ReadShareGroupStateResponse_ReadStateResult obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateResponse_PartitionResult)
+@_cy.locals(obj=ReadShareGroupStateResponse_PartitionResult, pos=Py_ssize_t)
 cdef _dec_ReadShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ReadShareGroupStateResponse_PartitionResult_v0(ReadShareGroupStateResponse_PartitionResult obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateResponse_StateBatch)
+@_cy.locals(obj=ReadShareGroupStateResponse_StateBatch, pos=Py_ssize_t)
 cdef _dec_ReadShareGroupStateResponse_StateBatch_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ReadShareGroupStateResponse_StateBatch_v0(ReadShareGroupStateResponse_StateBatch obj, bytearray out)

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,30 +33,30 @@ cdef class ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(Struct):
 cdef class ReadShareGroupStateSummaryResponse(Message):
     cdef public object results, unknown_tagged_fields
 
-@_cy.locals(obj=ReadShareGroupStateSummaryRequest)
+@_cy.locals(obj=ReadShareGroupStateSummaryRequest, pos=Py_ssize_t)
 cpdef _dec_ReadShareGroupStateSummaryRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ReadShareGroupStateSummaryRequest_v0(ReadShareGroupStateSummaryRequest obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateSummaryRequest_ReadStateSummaryData)
+@_cy.locals(obj=ReadShareGroupStateSummaryRequest_ReadStateSummaryData, pos=Py_ssize_t)
 cdef _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(ReadShareGroupStateSummaryRequest_ReadStateSummaryData obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateSummaryRequest_PartitionData)
+@_cy.locals(obj=ReadShareGroupStateSummaryRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_ReadShareGroupStateSummaryRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ReadShareGroupStateSummaryRequest_PartitionData_v0(ReadShareGroupStateSummaryRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateSummaryResponse)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse, pos=Py_ssize_t)
 cpdef _dec_ReadShareGroupStateSummaryResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ReadShareGroupStateSummaryResponse_v0(ReadShareGroupStateSummaryResponse obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateSummaryResponse)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse, pos=Py_ssize_t)
 cpdef _dec_ReadShareGroupStateSummaryResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ReadShareGroupStateSummaryResponse_v1(ReadShareGroupStateSummaryResponse obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse_ReadStateSummaryResult, pos=Py_ssize_t)
 cdef _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse_ReadStateSummaryResult, pos=Py_ssize_t)
 cdef _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateSummaryResponse_PartitionResult)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse_PartitionResult, pos=Py_ssize_t)
 cdef _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0(ReadShareGroupStateSummaryResponse_PartitionResult obj, bytearray out)
-@_cy.locals(obj=ReadShareGroupStateSummaryResponse_PartitionResult)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse_PartitionResult, pos=Py_ssize_t)
 cdef _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v1(ReadShareGroupStateSummaryResponse_PartitionResult obj, bytearray out)

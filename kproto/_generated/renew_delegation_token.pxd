@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,15 +21,15 @@ cdef class RenewDelegationTokenRequest(Message):
 cdef class RenewDelegationTokenResponse(Message):
     cdef public object error_code, expiry_timestamp_ms, throttle_time_ms, unknown_tagged_fields
 
-@_cy.locals(obj=RenewDelegationTokenRequest)
+@_cy.locals(obj=RenewDelegationTokenRequest, pos=Py_ssize_t)
 cpdef _dec_RenewDelegationTokenRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_RenewDelegationTokenRequest_v0(RenewDelegationTokenRequest obj, bytearray out)
-@_cy.locals(obj=RenewDelegationTokenRequest)
+@_cy.locals(obj=RenewDelegationTokenRequest, pos=Py_ssize_t)
 cpdef _dec_RenewDelegationTokenRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_RenewDelegationTokenRequest_v2(RenewDelegationTokenRequest obj, bytearray out)
-@_cy.locals(obj=RenewDelegationTokenResponse)
+@_cy.locals(obj=RenewDelegationTokenResponse, pos=Py_ssize_t)
 cpdef _dec_RenewDelegationTokenResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_RenewDelegationTokenResponse_v0(RenewDelegationTokenResponse obj, bytearray out)
-@_cy.locals(obj=RenewDelegationTokenResponse)
+@_cy.locals(obj=RenewDelegationTokenResponse, pos=Py_ssize_t)
 cpdef _dec_RenewDelegationTokenResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_RenewDelegationTokenResponse_v2(RenewDelegationTokenResponse obj, bytearray out)

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,18 +21,18 @@ cdef class SaslAuthenticateRequest(Message):
 cdef class SaslAuthenticateResponse(Message):
     cdef public object error_code, error_message, auth_bytes, session_lifetime_ms, unknown_tagged_fields
 
-@_cy.locals(obj=SaslAuthenticateRequest)
+@_cy.locals(obj=SaslAuthenticateRequest, pos=Py_ssize_t)
 cpdef _dec_SaslAuthenticateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SaslAuthenticateRequest_v0(SaslAuthenticateRequest obj, bytearray out)
-@_cy.locals(obj=SaslAuthenticateRequest)
+@_cy.locals(obj=SaslAuthenticateRequest, pos=Py_ssize_t)
 cpdef _dec_SaslAuthenticateRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SaslAuthenticateRequest_v2(SaslAuthenticateRequest obj, bytearray out)
-@_cy.locals(obj=SaslAuthenticateResponse)
+@_cy.locals(obj=SaslAuthenticateResponse, pos=Py_ssize_t)
 cpdef _dec_SaslAuthenticateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SaslAuthenticateResponse_v0(SaslAuthenticateResponse obj, bytearray out)
-@_cy.locals(obj=SaslAuthenticateResponse)
+@_cy.locals(obj=SaslAuthenticateResponse, pos=Py_ssize_t)
 cpdef _dec_SaslAuthenticateResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SaslAuthenticateResponse_v1(SaslAuthenticateResponse obj, bytearray out)
-@_cy.locals(obj=SaslAuthenticateResponse)
+@_cy.locals(obj=SaslAuthenticateResponse, pos=Py_ssize_t)
 cpdef _dec_SaslAuthenticateResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SaslAuthenticateResponse_v2(SaslAuthenticateResponse obj, bytearray out)

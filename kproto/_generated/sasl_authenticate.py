@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,9 +53,14 @@ _RUN_error_code__error_message = (('error_code', 0, 2), ('error_message', 2, 2))
 _RUN_session_lifetime_ms = (('session_lifetime_ms', 0, 8),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_SaslAuthenticateRequest_v0(buf, cur, end):
     """Decode SaslAuthenticateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_auth_bytes, pos, end)
     if cython.compiled:
@@ -71,7 +73,10 @@ def _dec_SaslAuthenticateRequest_v0(buf, cur, end):
         pos += n_auth_bytes
     else:
         raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 4, False)
-    obj = SaslAuthenticateRequest.__new__(SaslAuthenticateRequest)
+    if cython.compiled:
+        obj = SaslAuthenticateRequest.__new__(SaslAuthenticateRequest)
+    else:
+        obj = _new(SaslAuthenticateRequest)
     obj.auth_bytes = f_auth_bytes
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -98,7 +103,7 @@ def _enc_SaslAuthenticateRequest_v0(obj, out):
 
 def _dec_SaslAuthenticateRequest_v2(buf, cur, end):
     """Decode SaslAuthenticateRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_auth_bytes = buf[pos] - 1
         pos += 1
@@ -108,6 +113,9 @@ def _dec_SaslAuthenticateRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('auth_bytes', buf, pos, end)
         n_auth_bytes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_auth_bytes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_auth_bytes, pos = _w.read_uvarint(buf, pos, end, 'auth_bytes')
         n_auth_bytes -= 1
@@ -121,7 +129,10 @@ def _dec_SaslAuthenticateRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SaslAuthenticateRequest.__new__(SaslAuthenticateRequest)
+    if cython.compiled:
+        obj = SaslAuthenticateRequest.__new__(SaslAuthenticateRequest)
+    else:
+        obj = _new(SaslAuthenticateRequest)
     obj.auth_bytes = f_auth_bytes
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -153,7 +164,7 @@ def _enc_SaslAuthenticateRequest_v2(obj, out):
 
 def _dec_SaslAuthenticateResponse_v0(buf, cur, end):
     """Decode SaslAuthenticateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -168,7 +179,10 @@ def _dec_SaslAuthenticateResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -186,7 +200,10 @@ def _dec_SaslAuthenticateResponse_v0(buf, cur, end):
         pos += n_auth_bytes
     else:
         raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 4, False)
-    obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    if cython.compiled:
+        obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    else:
+        obj = _new(SaslAuthenticateResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.auth_bytes = f_auth_bytes
@@ -232,7 +249,7 @@ def _enc_SaslAuthenticateResponse_v0(obj, out):
 
 def _dec_SaslAuthenticateResponse_v1(buf, cur, end):
     """Decode SaslAuthenticateResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -247,7 +264,10 @@ def _dec_SaslAuthenticateResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -272,7 +292,10 @@ def _dec_SaslAuthenticateResponse_v1(buf, cur, end):
     else:
         f_session_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    if cython.compiled:
+        obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    else:
+        obj = _new(SaslAuthenticateResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.auth_bytes = f_auth_bytes
@@ -323,7 +346,7 @@ def _enc_SaslAuthenticateResponse_v1(obj, out):
 
 def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
     """Decode SaslAuthenticateResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -340,6 +363,9 @@ def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -349,7 +375,10 @@ def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -364,6 +393,9 @@ def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('auth_bytes', buf, pos, end)
         n_auth_bytes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_auth_bytes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_auth_bytes, pos = _w.read_uvarint(buf, pos, end, 'auth_bytes')
         n_auth_bytes -= 1
@@ -384,7 +416,10 @@ def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    if cython.compiled:
+        obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    else:
+        obj = _new(SaslAuthenticateResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.auth_bytes = f_auth_bytes

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,9 +21,9 @@ cdef class SaslHandshakeRequest(Message):
 cdef class SaslHandshakeResponse(Message):
     cdef public object error_code, mechanisms
 
-@_cy.locals(obj=SaslHandshakeRequest)
+@_cy.locals(obj=SaslHandshakeRequest, pos=Py_ssize_t)
 cpdef _dec_SaslHandshakeRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SaslHandshakeRequest_v0(SaslHandshakeRequest obj, bytearray out)
-@_cy.locals(obj=SaslHandshakeResponse)
+@_cy.locals(obj=SaslHandshakeResponse, pos=Py_ssize_t)
 cpdef _dec_SaslHandshakeResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SaslHandshakeResponse_v0(SaslHandshakeResponse obj, bytearray out)

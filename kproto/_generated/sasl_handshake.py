@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -52,9 +49,14 @@ _RUN_error_code__mechanisms = (('error_code', 0, 2), ('mechanisms', 2, 4))
 _RUN_mechanism = (('mechanism', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_SaslHandshakeRequest_v0(buf, cur, end):
     """Decode SaslHandshakeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_mechanism, pos, end)
     if cython.compiled:
@@ -68,11 +70,17 @@ def _dec_SaslHandshakeRequest_v0(buf, cur, end):
             if f_mechanism is None:
                 raise _w.bad_utf8_at(buf, pos, n_mechanism, 'mechanism')
         else:
-            f_mechanism = _w.utf8(buf, pos, n_mechanism, 'mechanism')
+            try:
+                f_mechanism = buf[pos:pos + n_mechanism].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('mechanism', pos, exc) from None
         pos += n_mechanism
     else:
         raise _w.bad_sized('mechanism', pos, n_mechanism, end, 2, False)
-    obj = SaslHandshakeRequest.__new__(SaslHandshakeRequest)
+    if cython.compiled:
+        obj = SaslHandshakeRequest.__new__(SaslHandshakeRequest)
+    else:
+        obj = _new(SaslHandshakeRequest)
     obj.mechanism = f_mechanism
     cur.pos = pos
     return obj
@@ -101,7 +109,7 @@ def _enc_SaslHandshakeRequest_v0(obj, out):
 
 def _dec_SaslHandshakeResponse_v0(buf, cur, end):
     """Decode SaslHandshakeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__mechanisms, pos, end)
     if cython.compiled:
@@ -125,10 +133,16 @@ def _dec_SaslHandshakeResponse_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "mechanisms[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "mechanisms[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("mechanisms[%d]" % i, pos, exc) from None
         f_mechanisms.append(s)
         pos += m
-    obj = SaslHandshakeResponse.__new__(SaslHandshakeResponse)
+    if cython.compiled:
+        obj = SaslHandshakeResponse.__new__(SaslHandshakeResponse)
+    else:
+        obj = _new(SaslHandshakeResponse)
     obj.error_code = f_error_code
     obj.mechanisms = f_mechanisms
     cur.pos = pos

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -41,36 +42,36 @@ cdef class ShareAcknowledgeResponse_NodeEndpoint(Struct):
 cdef class ShareAcknowledgeResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, acquisition_lock_timeout_ms, responses, node_endpoints, unknown_tagged_fields
 
-@_cy.locals(obj=ShareAcknowledgeRequest)
+@_cy.locals(obj=ShareAcknowledgeRequest, pos=Py_ssize_t)
 cpdef _dec_ShareAcknowledgeRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ShareAcknowledgeRequest_v1(ShareAcknowledgeRequest obj, bytearray out)
-@_cy.locals(obj=ShareAcknowledgeRequest)
+@_cy.locals(obj=ShareAcknowledgeRequest, pos=Py_ssize_t)
 cpdef _dec_ShareAcknowledgeRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ShareAcknowledgeRequest_v2(ShareAcknowledgeRequest obj, bytearray out)
-@_cy.locals(obj=ShareAcknowledgeRequest_AcknowledgeTopic)
+@_cy.locals(obj=ShareAcknowledgeRequest_AcknowledgeTopic, pos=Py_ssize_t)
 cdef _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(ShareAcknowledgeRequest_AcknowledgeTopic obj, bytearray out)
-@_cy.locals(obj=ShareAcknowledgeRequest_AcknowledgePartition)
+@_cy.locals(obj=ShareAcknowledgeRequest_AcknowledgePartition, pos=Py_ssize_t)
 cdef _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareAcknowledgeRequest_AcknowledgePartition_v1(ShareAcknowledgeRequest_AcknowledgePartition obj, bytearray out)
-@_cy.locals(obj=ShareAcknowledgeRequest_AcknowledgementBatch)
+@_cy.locals(obj=ShareAcknowledgeRequest_AcknowledgementBatch, pos=Py_ssize_t)
 cdef _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v1(ShareAcknowledgeRequest_AcknowledgementBatch obj, bytearray out)
-@_cy.locals(obj=ShareAcknowledgeResponse)
+@_cy.locals(obj=ShareAcknowledgeResponse, pos=Py_ssize_t)
 cpdef _dec_ShareAcknowledgeResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ShareAcknowledgeResponse_v1(ShareAcknowledgeResponse obj, bytearray out)
-@_cy.locals(obj=ShareAcknowledgeResponse)
+@_cy.locals(obj=ShareAcknowledgeResponse, pos=Py_ssize_t)
 cpdef _dec_ShareAcknowledgeResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ShareAcknowledgeResponse_v2(ShareAcknowledgeResponse obj, bytearray out)
-@_cy.locals(obj=ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
+@_cy.locals(obj=ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse, pos=Py_ssize_t)
 cdef _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse obj, bytearray out)
-@_cy.locals(obj=ShareAcknowledgeResponse_PartitionData)
+@_cy.locals(obj=ShareAcknowledgeResponse_PartitionData, pos=Py_ssize_t)
 cdef _dec_ShareAcknowledgeResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareAcknowledgeResponse_PartitionData_v1(ShareAcknowledgeResponse_PartitionData obj, bytearray out)
-@_cy.locals(obj=ShareAcknowledgeResponse_LeaderIdAndEpoch)
+@_cy.locals(obj=ShareAcknowledgeResponse_LeaderIdAndEpoch, pos=Py_ssize_t)
 cdef _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(ShareAcknowledgeResponse_LeaderIdAndEpoch obj, bytearray out)
-@_cy.locals(obj=ShareAcknowledgeResponse_NodeEndpoint)
+@_cy.locals(obj=ShareAcknowledgeResponse_NodeEndpoint, pos=Py_ssize_t)
 cdef _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(ShareAcknowledgeResponse_NodeEndpoint obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -64,9 +61,15 @@ _RUN_share_session_epoch__is_renew_ack = (('share_session_epoch', 0, 4), ('is_re
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_b = _w.SMALL_ARRAYS["b"]
+
+
 def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
     """Decode ShareAcknowledgeRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -76,6 +79,9 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -85,7 +91,10 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -100,6 +109,9 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -109,7 +121,10 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -131,26 +146,33 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeRequest.__new__(ShareAcknowledgeRequest)
+    if cython.compiled:
+        obj = ShareAcknowledgeRequest.__new__(ShareAcknowledgeRequest)
+    else:
+        obj = _new(ShareAcknowledgeRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.share_session_epoch = f_share_session_epoch
@@ -225,7 +247,7 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
 
 def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
     """Decode ShareAcknowledgeRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -235,6 +257,9 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -244,7 +269,10 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -259,6 +287,9 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -268,7 +299,10 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -294,26 +328,33 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeRequest.__new__(ShareAcknowledgeRequest)
+    if cython.compiled:
+        obj = ShareAcknowledgeRequest.__new__(ShareAcknowledgeRequest)
+    else:
+        obj = _new(ShareAcknowledgeRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.share_session_epoch = f_share_session_epoch
@@ -387,7 +428,7 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
 
 def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
     """Decode ShareAcknowledgeRequest.AcknowledgeTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -401,26 +442,33 @@ def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 6, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeRequest_AcknowledgeTopic.__new__(ShareAcknowledgeRequest_AcknowledgeTopic)
+    if cython.compiled:
+        obj = ShareAcknowledgeRequest_AcknowledgeTopic.__new__(ShareAcknowledgeRequest_AcknowledgeTopic)
+    else:
+        obj = _new(ShareAcknowledgeRequest_AcknowledgeTopic)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -454,7 +502,7 @@ def _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(obj, out):
 
 def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
     """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -471,26 +519,33 @@ def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
             raise _w.bad_uvarint('acknowledgement_batches', buf, pos, end)
         n_acknowledgement_batches = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_acknowledgement_batches = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_acknowledgement_batches, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
         n_acknowledgement_batches -= 1
     if n_acknowledgement_batches < 0 or n_acknowledgement_batches > (end - pos) // 18:
         raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches, end, 18, 1)
     f_acknowledgement_batches = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acknowledgement_batches):
-            f_acknowledgement_batches.append(_dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acknowledgement_batches[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_acknowledgement_batches:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acknowledgement_batches):
+                f_acknowledgement_batches.append(_dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acknowledgement_batches[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeRequest_AcknowledgePartition.__new__(ShareAcknowledgeRequest_AcknowledgePartition)
+    if cython.compiled:
+        obj = ShareAcknowledgeRequest_AcknowledgePartition.__new__(ShareAcknowledgeRequest_AcknowledgePartition)
+    else:
+        obj = _new(ShareAcknowledgeRequest_AcknowledgePartition)
     obj.partition_index = f_partition_index
     obj.acknowledgement_batches = f_acknowledgement_batches
     obj.unknown_tagged_fields = unknown
@@ -528,7 +583,7 @@ def _enc_ShareAcknowledgeRequest_AcknowledgePartition_v1(obj, out):
 
 def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end):
     """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
     if cython.compiled:
@@ -546,6 +601,9 @@ def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end):
             raise _w.bad_uvarint('acknowledge_types', buf, pos, end)
         n_acknowledge_types = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_acknowledge_types = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_acknowledge_types, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
         n_acknowledge_types -= 1
@@ -553,6 +611,8 @@ def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end):
         raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types, end, 1, 1)
     if cython.compiled:
         f_acknowledge_types = [_read_b(buf, pos + 1 * i) for i in range(n_acknowledge_types)]
+    elif n_acknowledge_types < _w.SMALL_ARRAY_MAX:
+        f_acknowledge_types = list(_A_b[n_acknowledge_types].unpack_from(buf, pos))
     else:
         f_acknowledge_types = list(_unpack_from(">%db" % n_acknowledge_types, buf, pos))
     pos += n_acknowledge_types * 1
@@ -561,7 +621,10 @@ def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeRequest_AcknowledgementBatch.__new__(ShareAcknowledgeRequest_AcknowledgementBatch)
+    if cython.compiled:
+        obj = ShareAcknowledgeRequest_AcknowledgementBatch.__new__(ShareAcknowledgeRequest_AcknowledgementBatch)
+    else:
+        obj = _new(ShareAcknowledgeRequest_AcknowledgementBatch)
     obj.first_offset = f_first_offset
     obj.last_offset = f_last_offset
     obj.acknowledge_types = f_acknowledge_types
@@ -605,7 +668,7 @@ def _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v1(obj, out):
 
 def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
     """Decode ShareAcknowledgeResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -623,6 +686,9 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -632,7 +698,10 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -647,20 +716,24 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_node_endpoints = buf[pos] - 1
         pos += 1
@@ -670,26 +743,33 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('node_endpoints', buf, pos, end)
         n_node_endpoints = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_node_endpoints, pos = _w.read_uvarint(buf, pos, end, 'node_endpoints')
         n_node_endpoints -= 1
     if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
         raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
     f_node_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_node_endpoints):
-            f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("node_endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_node_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_node_endpoints):
+                f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse.__new__(ShareAcknowledgeResponse)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse.__new__(ShareAcknowledgeResponse)
+    else:
+        obj = _new(ShareAcknowledgeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -763,7 +843,7 @@ def _enc_ShareAcknowledgeResponse_v1(obj, out):
 
 def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
     """Decode ShareAcknowledgeResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -781,6 +861,9 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -790,7 +873,10 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -812,20 +898,24 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_node_endpoints = buf[pos] - 1
         pos += 1
@@ -835,26 +925,33 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('node_endpoints', buf, pos, end)
         n_node_endpoints = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_node_endpoints, pos = _w.read_uvarint(buf, pos, end, 'node_endpoints')
         n_node_endpoints -= 1
     if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
         raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
     f_node_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_node_endpoints):
-            f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("node_endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_node_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_node_endpoints):
+                f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse.__new__(ShareAcknowledgeResponse)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse.__new__(ShareAcknowledgeResponse)
+    else:
+        obj = _new(ShareAcknowledgeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -931,7 +1028,7 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
 
 def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end):
     """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -945,26 +1042,33 @@ def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 17:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 17, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse.__new__(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse.__new__(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
+    else:
+        obj = _new(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -998,7 +1102,7 @@ def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(obj, out):
 
 def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
     """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1016,6 +1120,9 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1025,7 +1132,10 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1042,7 +1152,10 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse_PartitionData.__new__(ShareAcknowledgeResponse_PartitionData)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse_PartitionData.__new__(ShareAcknowledgeResponse_PartitionData)
+    else:
+        obj = _new(ShareAcknowledgeResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -1088,7 +1201,7 @@ def _enc_ShareAcknowledgeResponse_PartitionData_v1(obj, out):
 
 def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end):
     """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -1102,7 +1215,10 @@ def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse_LeaderIdAndEpoch.__new__(ShareAcknowledgeResponse_LeaderIdAndEpoch)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse_LeaderIdAndEpoch.__new__(ShareAcknowledgeResponse_LeaderIdAndEpoch)
+    else:
+        obj = _new(ShareAcknowledgeResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -1128,7 +1244,7 @@ def _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(obj, out):
 
 def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode ShareAcknowledgeResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -1145,6 +1261,9 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1154,7 +1273,10 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1174,6 +1296,9 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -1183,7 +1308,10 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -1194,7 +1322,10 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse_NodeEndpoint.__new__(ShareAcknowledgeResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse_NodeEndpoint.__new__(ShareAcknowledgeResponse_NodeEndpoint)
+    else:
+        obj = _new(ShareAcknowledgeResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -47,39 +48,39 @@ cdef class ShareFetchResponse_NodeEndpoint(Struct):
 cdef class ShareFetchResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, acquisition_lock_timeout_ms, responses, node_endpoints, unknown_tagged_fields
 
-@_cy.locals(obj=ShareFetchRequest)
+@_cy.locals(obj=ShareFetchRequest, pos=Py_ssize_t)
 cpdef _dec_ShareFetchRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ShareFetchRequest_v1(ShareFetchRequest obj, bytearray out)
-@_cy.locals(obj=ShareFetchRequest)
+@_cy.locals(obj=ShareFetchRequest, pos=Py_ssize_t)
 cpdef _dec_ShareFetchRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ShareFetchRequest_v2(ShareFetchRequest obj, bytearray out)
-@_cy.locals(obj=ShareFetchRequest_FetchTopic)
+@_cy.locals(obj=ShareFetchRequest_FetchTopic, pos=Py_ssize_t)
 cdef _dec_ShareFetchRequest_FetchTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareFetchRequest_FetchTopic_v1(ShareFetchRequest_FetchTopic obj, bytearray out)
-@_cy.locals(obj=ShareFetchRequest_FetchPartition)
+@_cy.locals(obj=ShareFetchRequest_FetchPartition, pos=Py_ssize_t)
 cdef _dec_ShareFetchRequest_FetchPartition_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareFetchRequest_FetchPartition_v1(ShareFetchRequest_FetchPartition obj, bytearray out)
-@_cy.locals(obj=ShareFetchRequest_AcknowledgementBatch)
+@_cy.locals(obj=ShareFetchRequest_AcknowledgementBatch, pos=Py_ssize_t)
 cdef _dec_ShareFetchRequest_AcknowledgementBatch_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareFetchRequest_AcknowledgementBatch_v1(ShareFetchRequest_AcknowledgementBatch obj, bytearray out)
-@_cy.locals(obj=ShareFetchRequest_ForgottenTopic)
+@_cy.locals(obj=ShareFetchRequest_ForgottenTopic, pos=Py_ssize_t)
 cdef _dec_ShareFetchRequest_ForgottenTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareFetchRequest_ForgottenTopic_v1(ShareFetchRequest_ForgottenTopic obj, bytearray out)
-@_cy.locals(obj=ShareFetchResponse)
+@_cy.locals(obj=ShareFetchResponse, pos=Py_ssize_t)
 cpdef _dec_ShareFetchResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ShareFetchResponse_v1(ShareFetchResponse obj, bytearray out)
-@_cy.locals(obj=ShareFetchResponse_ShareFetchableTopicResponse)
+@_cy.locals(obj=ShareFetchResponse_ShareFetchableTopicResponse, pos=Py_ssize_t)
 cdef _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareFetchResponse_ShareFetchableTopicResponse_v1(ShareFetchResponse_ShareFetchableTopicResponse obj, bytearray out)
-@_cy.locals(obj=ShareFetchResponse_PartitionData)
+@_cy.locals(obj=ShareFetchResponse_PartitionData, pos=Py_ssize_t)
 cdef _dec_ShareFetchResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareFetchResponse_PartitionData_v1(ShareFetchResponse_PartitionData obj, bytearray out)
-@_cy.locals(obj=ShareFetchResponse_LeaderIdAndEpoch)
+@_cy.locals(obj=ShareFetchResponse_LeaderIdAndEpoch, pos=Py_ssize_t)
 cdef _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareFetchResponse_LeaderIdAndEpoch_v1(ShareFetchResponse_LeaderIdAndEpoch obj, bytearray out)
-@_cy.locals(obj=ShareFetchResponse_AcquiredRecords)
+@_cy.locals(obj=ShareFetchResponse_AcquiredRecords, pos=Py_ssize_t)
 cdef _dec_ShareFetchResponse_AcquiredRecords_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareFetchResponse_AcquiredRecords_v1(ShareFetchResponse_AcquiredRecords obj, bytearray out)
-@_cy.locals(obj=ShareFetchResponse_NodeEndpoint)
+@_cy.locals(obj=ShareFetchResponse_NodeEndpoint, pos=Py_ssize_t)
 cdef _dec_ShareFetchResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareFetchResponse_NodeEndpoint_v1(ShareFetchResponse_NodeEndpoint obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,9 +66,16 @@ _RUN_share_session_epoch__is_renew_ack = (('share_session_epoch', 0, 4), ('max_w
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_b = _w.SMALL_ARRAYS["b"]
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ShareFetchRequest_v1(buf, cur, end):
     """Decode ShareFetchRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -81,6 +85,9 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -90,7 +97,10 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -105,6 +115,9 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -114,7 +127,10 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -141,20 +157,24 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -164,26 +184,33 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
         n_forgotten_topics_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
         n_forgotten_topics_data -= 1
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest.__new__(ShareFetchRequest)
+    if cython.compiled:
+        obj = ShareFetchRequest.__new__(ShareFetchRequest)
+    else:
+        obj = _new(ShareFetchRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.share_session_epoch = f_share_session_epoch
@@ -285,7 +312,7 @@ def _enc_ShareFetchRequest_v1(obj, out):
 
 def _dec_ShareFetchRequest_v2(buf, cur, end):
     """Decode ShareFetchRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -295,6 +322,9 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -304,7 +334,10 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -319,6 +352,9 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -328,7 +364,10 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -360,20 +399,24 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -383,26 +426,33 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
         n_forgotten_topics_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
         n_forgotten_topics_data -= 1
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest.__new__(ShareFetchRequest)
+    if cython.compiled:
+        obj = ShareFetchRequest.__new__(ShareFetchRequest)
+    else:
+        obj = _new(ShareFetchRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.share_session_epoch = f_share_session_epoch
@@ -502,7 +552,7 @@ def _enc_ShareFetchRequest_v2(obj, out):
 
 def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
     """Decode ShareFetchRequest.FetchTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -516,26 +566,33 @@ def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 6, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest_FetchTopic.__new__(ShareFetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = ShareFetchRequest_FetchTopic.__new__(ShareFetchRequest_FetchTopic)
+    else:
+        obj = _new(ShareFetchRequest_FetchTopic)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -569,7 +626,7 @@ def _enc_ShareFetchRequest_FetchTopic_v1(obj, out):
 
 def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
     """Decode ShareFetchRequest.FetchTopic.FetchPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -586,26 +643,33 @@ def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
             raise _w.bad_uvarint('acknowledgement_batches', buf, pos, end)
         n_acknowledgement_batches = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_acknowledgement_batches = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_acknowledgement_batches, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
         n_acknowledgement_batches -= 1
     if n_acknowledgement_batches < 0 or n_acknowledgement_batches > (end - pos) // 18:
         raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches, end, 18, 1)
     f_acknowledgement_batches = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acknowledgement_batches):
-            f_acknowledgement_batches.append(_dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acknowledgement_batches[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_acknowledgement_batches:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acknowledgement_batches):
+                f_acknowledgement_batches.append(_dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acknowledgement_batches[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest_FetchPartition.__new__(ShareFetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = ShareFetchRequest_FetchPartition.__new__(ShareFetchRequest_FetchPartition)
+    else:
+        obj = _new(ShareFetchRequest_FetchPartition)
     obj.partition_index = f_partition_index
     obj.acknowledgement_batches = f_acknowledgement_batches
     obj.unknown_tagged_fields = unknown
@@ -643,7 +707,7 @@ def _enc_ShareFetchRequest_FetchPartition_v1(obj, out):
 
 def _dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end):
     """Decode ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
     if cython.compiled:
@@ -661,6 +725,9 @@ def _dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end):
             raise _w.bad_uvarint('acknowledge_types', buf, pos, end)
         n_acknowledge_types = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_acknowledge_types = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_acknowledge_types, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
         n_acknowledge_types -= 1
@@ -668,6 +735,8 @@ def _dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end):
         raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types, end, 1, 1)
     if cython.compiled:
         f_acknowledge_types = [_read_b(buf, pos + 1 * i) for i in range(n_acknowledge_types)]
+    elif n_acknowledge_types < _w.SMALL_ARRAY_MAX:
+        f_acknowledge_types = list(_A_b[n_acknowledge_types].unpack_from(buf, pos))
     else:
         f_acknowledge_types = list(_unpack_from(">%db" % n_acknowledge_types, buf, pos))
     pos += n_acknowledge_types * 1
@@ -676,7 +745,10 @@ def _dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest_AcknowledgementBatch.__new__(ShareFetchRequest_AcknowledgementBatch)
+    if cython.compiled:
+        obj = ShareFetchRequest_AcknowledgementBatch.__new__(ShareFetchRequest_AcknowledgementBatch)
+    else:
+        obj = _new(ShareFetchRequest_AcknowledgementBatch)
     obj.first_offset = f_first_offset
     obj.last_offset = f_last_offset
     obj.acknowledge_types = f_acknowledge_types
@@ -720,7 +792,7 @@ def _enc_ShareFetchRequest_AcknowledgementBatch_v1(obj, out):
 
 def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
     """Decode ShareFetchRequest.ForgottenTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -734,6 +806,9 @@ def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -741,6 +816,8 @@ def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -749,7 +826,10 @@ def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest_ForgottenTopic.__new__(ShareFetchRequest_ForgottenTopic)
+    if cython.compiled:
+        obj = ShareFetchRequest_ForgottenTopic.__new__(ShareFetchRequest_ForgottenTopic)
+    else:
+        obj = _new(ShareFetchRequest_ForgottenTopic)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -787,7 +867,7 @@ def _enc_ShareFetchRequest_ForgottenTopic_v1(obj, out):
 
 def _dec_ShareFetchResponse_v1(buf, cur, end):
     """Decode ShareFetchResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -805,6 +885,9 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -814,7 +897,10 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -836,20 +922,24 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_node_endpoints = buf[pos] - 1
         pos += 1
@@ -859,26 +949,33 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('node_endpoints', buf, pos, end)
         n_node_endpoints = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_node_endpoints, pos = _w.read_uvarint(buf, pos, end, 'node_endpoints')
         n_node_endpoints -= 1
     if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
         raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
     f_node_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_node_endpoints):
-            f_node_endpoints.append(_dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("node_endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_node_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_node_endpoints):
+                f_node_endpoints.append(_dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse.__new__(ShareFetchResponse)
+    if cython.compiled:
+        obj = ShareFetchResponse.__new__(ShareFetchResponse)
+    else:
+        obj = _new(ShareFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -955,7 +1052,7 @@ def _enc_ShareFetchResponse_v1(obj, out):
 
 def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
     """Decode ShareFetchResponse.ShareFetchableTopicResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -969,26 +1066,33 @@ def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 22, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ShareFetchResponse_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ShareFetchResponse_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse_ShareFetchableTopicResponse.__new__(ShareFetchResponse_ShareFetchableTopicResponse)
+    if cython.compiled:
+        obj = ShareFetchResponse_ShareFetchableTopicResponse.__new__(ShareFetchResponse_ShareFetchableTopicResponse)
+    else:
+        obj = _new(ShareFetchResponse_ShareFetchableTopicResponse)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1022,7 +1126,7 @@ def _enc_ShareFetchResponse_ShareFetchableTopicResponse_v1(obj, out):
 
 def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
     """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1040,6 +1144,9 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1049,7 +1156,10 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1071,6 +1181,9 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
             raise _w.bad_uvarint('acknowledge_error_message', buf, pos, end)
         n_acknowledge_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_acknowledge_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_acknowledge_error_message, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_error_message')
         n_acknowledge_error_message -= 1
@@ -1080,7 +1193,10 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
             if f_acknowledge_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_acknowledge_error_message, 'acknowledge_error_message')
         else:
-            f_acknowledge_error_message = _w.utf8(buf, pos, n_acknowledge_error_message, 'acknowledge_error_message')
+            try:
+                f_acknowledge_error_message = buf[pos:pos + n_acknowledge_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('acknowledge_error_message', pos, exc) from None
         pos += n_acknowledge_error_message
     elif n_acknowledge_error_message == -1:
         f_acknowledge_error_message = None
@@ -1101,11 +1217,18 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
             raise _w.bad_uvarint('records', buf, pos, end)
         n_records = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_records = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     else:
         raise _w.bad_sized('records', pos, n_records, end, 1, False)
@@ -1118,26 +1241,33 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
             raise _w.bad_uvarint('acquired_records', buf, pos, end)
         n_acquired_records = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_acquired_records = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_acquired_records, pos = _w.read_uvarint(buf, pos, end, 'acquired_records')
         n_acquired_records -= 1
     if n_acquired_records < 0 or n_acquired_records > (end - pos) // 19:
         raise _w.bad_count('acquired_records', pos - 1, n_acquired_records, end, 19, 1)
     f_acquired_records = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acquired_records):
-            f_acquired_records.append(_dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acquired_records[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_acquired_records:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acquired_records):
+                f_acquired_records.append(_dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acquired_records[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse_PartitionData.__new__(ShareFetchResponse_PartitionData)
+    if cython.compiled:
+        obj = ShareFetchResponse_PartitionData.__new__(ShareFetchResponse_PartitionData)
+    else:
+        obj = _new(ShareFetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -1235,7 +1365,7 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
 
 def _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end):
     """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -1249,7 +1379,10 @@ def _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse_LeaderIdAndEpoch.__new__(ShareFetchResponse_LeaderIdAndEpoch)
+    if cython.compiled:
+        obj = ShareFetchResponse_LeaderIdAndEpoch.__new__(ShareFetchResponse_LeaderIdAndEpoch)
+    else:
+        obj = _new(ShareFetchResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -1275,7 +1408,7 @@ def _enc_ShareFetchResponse_LeaderIdAndEpoch_v1(obj, out):
 
 def _dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end):
     """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
     if cython.compiled:
@@ -1290,7 +1423,10 @@ def _dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse_AcquiredRecords.__new__(ShareFetchResponse_AcquiredRecords)
+    if cython.compiled:
+        obj = ShareFetchResponse_AcquiredRecords.__new__(ShareFetchResponse_AcquiredRecords)
+    else:
+        obj = _new(ShareFetchResponse_AcquiredRecords)
     obj.first_offset = f_first_offset
     obj.last_offset = f_last_offset
     obj.delivery_count = f_delivery_count
@@ -1318,7 +1454,7 @@ def _enc_ShareFetchResponse_AcquiredRecords_v1(obj, out):
 
 def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode ShareFetchResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -1335,6 +1471,9 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1344,7 +1483,10 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1364,6 +1506,9 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -1373,7 +1518,10 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -1384,7 +1532,10 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse_NodeEndpoint.__new__(ShareFetchResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = ShareFetchResponse_NodeEndpoint.__new__(ShareFetchResponse_NodeEndpoint)
+    else:
+        obj = _new(ShareFetchResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

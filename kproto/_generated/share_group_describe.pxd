@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,21 +33,21 @@ cdef class ShareGroupDescribeResponse_DescribedGroup(Struct):
 cdef class ShareGroupDescribeResponse(Message):
     cdef public object throttle_time_ms, groups, unknown_tagged_fields
 
-@_cy.locals(obj=ShareGroupDescribeRequest)
+@_cy.locals(obj=ShareGroupDescribeRequest, pos=Py_ssize_t)
 cpdef _dec_ShareGroupDescribeRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ShareGroupDescribeRequest_v1(ShareGroupDescribeRequest obj, bytearray out)
-@_cy.locals(obj=ShareGroupDescribeResponse)
+@_cy.locals(obj=ShareGroupDescribeResponse, pos=Py_ssize_t)
 cpdef _dec_ShareGroupDescribeResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ShareGroupDescribeResponse_v1(ShareGroupDescribeResponse obj, bytearray out)
-@_cy.locals(obj=ShareGroupDescribeResponse_DescribedGroup)
+@_cy.locals(obj=ShareGroupDescribeResponse_DescribedGroup, pos=Py_ssize_t)
 cdef _dec_ShareGroupDescribeResponse_DescribedGroup_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareGroupDescribeResponse_DescribedGroup_v1(ShareGroupDescribeResponse_DescribedGroup obj, bytearray out)
-@_cy.locals(obj=ShareGroupDescribeResponse_Member)
+@_cy.locals(obj=ShareGroupDescribeResponse_Member, pos=Py_ssize_t)
 cdef _dec_ShareGroupDescribeResponse_Member_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareGroupDescribeResponse_Member_v1(ShareGroupDescribeResponse_Member obj, bytearray out)
-@_cy.locals(obj=ShareGroupDescribeResponse_Assignment)
+@_cy.locals(obj=ShareGroupDescribeResponse_Assignment, pos=Py_ssize_t)
 cdef _dec_ShareGroupDescribeResponse_Assignment_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareGroupDescribeResponse_Assignment_v1(ShareGroupDescribeResponse_Assignment obj, bytearray out)
-@_cy.locals(obj=ShareGroupDescribeResponse_TopicPartitions)
+@_cy.locals(obj=ShareGroupDescribeResponse_TopicPartitions, pos=Py_ssize_t)
 cdef _dec_ShareGroupDescribeResponse_TopicPartitions_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareGroupDescribeResponse_TopicPartitions_v1(ShareGroupDescribeResponse_TopicPartitions obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -59,9 +56,15 @@ _RUN_member_epoch = (('member_epoch', 0, 4),)
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
     """Decode ShareGroupDescribeRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_ids = buf[pos] - 1
         pos += 1
@@ -71,6 +74,9 @@ def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('group_ids', buf, pos, end)
         n_group_ids = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_ids = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_ids, pos = _w.read_uvarint(buf, pos, end, 'group_ids')
         n_group_ids -= 1
@@ -87,6 +93,9 @@ def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
                 raise _w.bad_uvarint("group_ids[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "group_ids[%d]" % i)
             m -= 1
@@ -97,7 +106,10 @@ def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "group_ids[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "group_ids[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("group_ids[%d]" % i, pos, exc) from None
         f_group_ids.append(s)
         pos += m
     if end - pos < 1:
@@ -115,7 +127,10 @@ def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeRequest.__new__(ShareGroupDescribeRequest)
+    if cython.compiled:
+        obj = ShareGroupDescribeRequest.__new__(ShareGroupDescribeRequest)
+    else:
+        obj = _new(ShareGroupDescribeRequest)
     obj.group_ids = f_group_ids
     obj.include_authorized_operations = b_include_authorized_operations
     obj.unknown_tagged_fields = unknown
@@ -163,7 +178,7 @@ def _enc_ShareGroupDescribeRequest_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -180,26 +195,33 @@ def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 20:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 20, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeResponse.__new__(ShareGroupDescribeResponse)
+    if cython.compiled:
+        obj = ShareGroupDescribeResponse.__new__(ShareGroupDescribeResponse)
+    else:
+        obj = _new(ShareGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -237,7 +259,7 @@ def _enc_ShareGroupDescribeResponse_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -254,6 +276,9 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -263,7 +288,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -278,6 +306,9 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -287,7 +318,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -300,6 +334,9 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             raise _w.bad_uvarint('group_state', buf, pos, end)
         n_group_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
@@ -309,7 +346,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -330,6 +370,9 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             raise _w.bad_uvarint('assignor_name', buf, pos, end)
         n_assignor_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignor_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignor_name, pos = _w.read_uvarint(buf, pos, end, 'assignor_name')
         n_assignor_name -= 1
@@ -339,7 +382,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_assignor_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_assignor_name, 'assignor_name')
         else:
-            f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
+            try:
+                f_assignor_name = buf[pos:pos + n_assignor_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('assignor_name', pos, exc) from None
         pos += n_assignor_name
     else:
         raise _w.bad_sized('assignor_name', pos, n_assignor_name, end, 1, False)
@@ -352,20 +398,24 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 12:
         raise _w.bad_count('members', pos - 1, n_members, end, 12, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -378,7 +428,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeResponse_DescribedGroup.__new__(ShareGroupDescribeResponse_DescribedGroup)
+    if cython.compiled:
+        obj = ShareGroupDescribeResponse_DescribedGroup.__new__(ShareGroupDescribeResponse_DescribedGroup)
+    else:
+        obj = _new(ShareGroupDescribeResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.group_id = f_group_id
@@ -498,7 +551,7 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup.Member (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -508,6 +561,9 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -517,7 +573,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -530,6 +589,9 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -539,7 +601,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -561,6 +626,9 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('client_id', buf, pos, end)
         n_client_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
@@ -570,7 +638,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -583,6 +654,9 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('client_host', buf, pos, end)
         n_client_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
@@ -592,7 +666,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -605,6 +682,9 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
         n_subscribed_topic_names = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subscribed_topic_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subscribed_topic_names, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_names')
         n_subscribed_topic_names -= 1
@@ -621,6 +701,9 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
                 raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
             m -= 1
@@ -631,7 +714,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
         f_subscribed_topic_names.append(s)
         pos += m
     cur.pos = pos
@@ -645,7 +731,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeResponse_Member.__new__(ShareGroupDescribeResponse_Member)
+    if cython.compiled:
+        obj = ShareGroupDescribeResponse_Member.__new__(ShareGroupDescribeResponse_Member)
+    else:
+        obj = _new(ShareGroupDescribeResponse_Member)
     obj.member_id = f_member_id
     obj.rack_id = f_rack_id
     obj.member_epoch = f_member_epoch
@@ -764,7 +853,7 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
         pos += 1
@@ -774,26 +863,33 @@ def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
         n_topic_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
         n_topic_partitions -= 1
     if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 19:
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 19, 1)
     f_topic_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_partitions):
-            f_topic_partitions.append(_dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_partitions):
+                f_topic_partitions.append(_dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeResponse_Assignment.__new__(ShareGroupDescribeResponse_Assignment)
+    if cython.compiled:
+        obj = ShareGroupDescribeResponse_Assignment.__new__(ShareGroupDescribeResponse_Assignment)
+    else:
+        obj = _new(ShareGroupDescribeResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -825,7 +921,7 @@ def _enc_ShareGroupDescribeResponse_Assignment_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -839,6 +935,9 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -848,7 +947,10 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -861,6 +963,9 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -868,6 +973,8 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -876,7 +983,10 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeResponse_TopicPartitions.__new__(ShareGroupDescribeResponse_TopicPartitions)
+    if cython.compiled:
+        obj = ShareGroupDescribeResponse_TopicPartitions.__new__(ShareGroupDescribeResponse_TopicPartitions)
+    else:
+        obj = _new(ShareGroupDescribeResponse_TopicPartitions)
     obj.topic_id = f_topic_id
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions

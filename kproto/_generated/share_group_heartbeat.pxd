@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -26,15 +27,15 @@ cdef class ShareGroupHeartbeatResponse_Assignment(Struct):
 cdef class ShareGroupHeartbeatResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, member_id, member_epoch, heartbeat_interval_ms, assignment, unknown_tagged_fields
 
-@_cy.locals(obj=ShareGroupHeartbeatRequest)
+@_cy.locals(obj=ShareGroupHeartbeatRequest, pos=Py_ssize_t)
 cpdef _dec_ShareGroupHeartbeatRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ShareGroupHeartbeatRequest_v1(ShareGroupHeartbeatRequest obj, bytearray out)
-@_cy.locals(obj=ShareGroupHeartbeatResponse)
+@_cy.locals(obj=ShareGroupHeartbeatResponse, pos=Py_ssize_t)
 cpdef _dec_ShareGroupHeartbeatResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ShareGroupHeartbeatResponse_v1(ShareGroupHeartbeatResponse obj, bytearray out)
-@_cy.locals(obj=ShareGroupHeartbeatResponse_Assignment)
+@_cy.locals(obj=ShareGroupHeartbeatResponse_Assignment, pos=Py_ssize_t)
 cdef _dec_ShareGroupHeartbeatResponse_Assignment_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareGroupHeartbeatResponse_Assignment_v1(ShareGroupHeartbeatResponse_Assignment obj, bytearray out)
-@_cy.locals(obj=ShareGroupHeartbeatResponse_TopicPartitions)
+@_cy.locals(obj=ShareGroupHeartbeatResponse_TopicPartitions, pos=Py_ssize_t)
 cdef _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ShareGroupHeartbeatResponse_TopicPartitions_v1(ShareGroupHeartbeatResponse_TopicPartitions obj, bytearray out)

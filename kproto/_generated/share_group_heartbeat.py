@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,9 +51,15 @@ _RUN_member_epoch__assignment = (('member_epoch', 0, 4), ('heartbeat_interval_ms
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
     """Decode ShareGroupHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -66,6 +69,9 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -75,7 +81,10 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -88,6 +97,9 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -97,7 +109,10 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -117,6 +132,9 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -126,7 +144,10 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -141,6 +162,9 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
         n_subscribed_topic_names = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subscribed_topic_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subscribed_topic_names, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_names')
         n_subscribed_topic_names -= 1
@@ -160,6 +184,9 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
                     raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
                 m = (v >> 4) - 1
                 pos += v & 15
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
             else:
                 m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
                 m -= 1
@@ -170,7 +197,10 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
                 if s is None:
                     raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
             else:
-                s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+                try:
+                    s = buf[pos:pos + m].decode()
+                except UnicodeDecodeError as exc:
+                    raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
             f_subscribed_topic_names.append(s)
             pos += m
     if pos < end and buf[pos] == 0:
@@ -178,7 +208,10 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupHeartbeatRequest.__new__(ShareGroupHeartbeatRequest)
+    if cython.compiled:
+        obj = ShareGroupHeartbeatRequest.__new__(ShareGroupHeartbeatRequest)
+    else:
+        obj = _new(ShareGroupHeartbeatRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
@@ -278,7 +311,7 @@ def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
 
 def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
     """Decode ShareGroupHeartbeatResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -296,6 +329,9 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -305,7 +341,10 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -320,6 +359,9 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -329,7 +371,10 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -360,7 +405,10 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupHeartbeatResponse.__new__(ShareGroupHeartbeatResponse)
+    if cython.compiled:
+        obj = ShareGroupHeartbeatResponse.__new__(ShareGroupHeartbeatResponse)
+    else:
+        obj = _new(ShareGroupHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -434,7 +482,7 @@ def _enc_ShareGroupHeartbeatResponse_v1(obj, out):
 
 def _dec_ShareGroupHeartbeatResponse_Assignment_v1(buf, cur, end):
     """Decode ShareGroupHeartbeatResponse.Assignment (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
         pos += 1
@@ -444,26 +492,33 @@ def _dec_ShareGroupHeartbeatResponse_Assignment_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
         n_topic_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
         n_topic_partitions -= 1
     if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 18:
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
     f_topic_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_partitions):
-            f_topic_partitions.append(_dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_partitions):
+                f_topic_partitions.append(_dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupHeartbeatResponse_Assignment.__new__(ShareGroupHeartbeatResponse_Assignment)
+    if cython.compiled:
+        obj = ShareGroupHeartbeatResponse_Assignment.__new__(ShareGroupHeartbeatResponse_Assignment)
+    else:
+        obj = _new(ShareGroupHeartbeatResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -495,7 +550,7 @@ def _enc_ShareGroupHeartbeatResponse_Assignment_v1(obj, out):
 
 def _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end):
     """Decode ShareGroupHeartbeatResponse.Assignment.TopicPartitions (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -509,6 +564,9 @@ def _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -516,6 +574,8 @@ def _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -524,7 +584,10 @@ def _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupHeartbeatResponse_TopicPartitions.__new__(ShareGroupHeartbeatResponse_TopicPartitions)
+    if cython.compiled:
+        obj = ShareGroupHeartbeatResponse_TopicPartitions.__new__(ShareGroupHeartbeatResponse_TopicPartitions)
+    else:
+        obj = _new(ShareGroupHeartbeatResponse_TopicPartitions)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -35,45 +36,45 @@ cdef class StopReplicaResponse_StopReplicaPartitionError(Struct):
 cdef class StopReplicaResponse(Message):
     cdef public object error_code, partition_errors, unknown_tagged_fields
 
-@_cy.locals(obj=StopReplicaRequest)
+@_cy.locals(obj=StopReplicaRequest, pos=Py_ssize_t)
 cpdef _dec_StopReplicaRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_StopReplicaRequest_v0(StopReplicaRequest obj, bytearray out)
-@_cy.locals(obj=StopReplicaRequest)
+@_cy.locals(obj=StopReplicaRequest, pos=Py_ssize_t)
 cpdef _dec_StopReplicaRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_StopReplicaRequest_v1(StopReplicaRequest obj, bytearray out)
-@_cy.locals(obj=StopReplicaRequest)
+@_cy.locals(obj=StopReplicaRequest, pos=Py_ssize_t)
 cpdef _dec_StopReplicaRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_StopReplicaRequest_v2(StopReplicaRequest obj, bytearray out)
-@_cy.locals(obj=StopReplicaRequest)
+@_cy.locals(obj=StopReplicaRequest, pos=Py_ssize_t)
 cpdef _dec_StopReplicaRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_StopReplicaRequest_v3(StopReplicaRequest obj, bytearray out)
-@_cy.locals(obj=StopReplicaRequest)
+@_cy.locals(obj=StopReplicaRequest, pos=Py_ssize_t)
 cpdef _dec_StopReplicaRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_StopReplicaRequest_v4(StopReplicaRequest obj, bytearray out)
-@_cy.locals(obj=StopReplicaRequest_StopReplicaPartitionV0)
+@_cy.locals(obj=StopReplicaRequest_StopReplicaPartitionV0, pos=Py_ssize_t)
 cdef _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(StopReplicaRequest_StopReplicaPartitionV0 obj, bytearray out)
-@_cy.locals(obj=StopReplicaRequest_StopReplicaTopicV1)
+@_cy.locals(obj=StopReplicaRequest_StopReplicaTopicV1, pos=Py_ssize_t)
 cdef _dec_StopReplicaRequest_StopReplicaTopicV1_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StopReplicaRequest_StopReplicaTopicV1_v1(StopReplicaRequest_StopReplicaTopicV1 obj, bytearray out)
-@_cy.locals(obj=StopReplicaRequest_StopReplicaTopicV1)
+@_cy.locals(obj=StopReplicaRequest_StopReplicaTopicV1, pos=Py_ssize_t)
 cdef _dec_StopReplicaRequest_StopReplicaTopicV1_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StopReplicaRequest_StopReplicaTopicV1_v2(StopReplicaRequest_StopReplicaTopicV1 obj, bytearray out)
-@_cy.locals(obj=StopReplicaRequest_StopReplicaTopicState)
+@_cy.locals(obj=StopReplicaRequest_StopReplicaTopicState, pos=Py_ssize_t)
 cdef _dec_StopReplicaRequest_StopReplicaTopicState_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StopReplicaRequest_StopReplicaTopicState_v3(StopReplicaRequest_StopReplicaTopicState obj, bytearray out)
-@_cy.locals(obj=StopReplicaRequest_StopReplicaPartitionState)
+@_cy.locals(obj=StopReplicaRequest_StopReplicaPartitionState, pos=Py_ssize_t)
 cdef _dec_StopReplicaRequest_StopReplicaPartitionState_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StopReplicaRequest_StopReplicaPartitionState_v3(StopReplicaRequest_StopReplicaPartitionState obj, bytearray out)
-@_cy.locals(obj=StopReplicaResponse)
+@_cy.locals(obj=StopReplicaResponse, pos=Py_ssize_t)
 cpdef _dec_StopReplicaResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_StopReplicaResponse_v0(StopReplicaResponse obj, bytearray out)
-@_cy.locals(obj=StopReplicaResponse)
+@_cy.locals(obj=StopReplicaResponse, pos=Py_ssize_t)
 cpdef _dec_StopReplicaResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_StopReplicaResponse_v2(StopReplicaResponse obj, bytearray out)
-@_cy.locals(obj=StopReplicaResponse_StopReplicaPartitionError)
+@_cy.locals(obj=StopReplicaResponse_StopReplicaPartitionError, pos=Py_ssize_t)
 cdef _dec_StopReplicaResponse_StopReplicaPartitionError_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StopReplicaResponse_StopReplicaPartitionError_v0(StopReplicaResponse_StopReplicaPartitionError obj, bytearray out)
-@_cy.locals(obj=StopReplicaResponse_StopReplicaPartitionError)
+@_cy.locals(obj=StopReplicaResponse_StopReplicaPartitionError, pos=Py_ssize_t)
 cdef _dec_StopReplicaResponse_StopReplicaPartitionError_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StopReplicaResponse_StopReplicaPartitionError_v2(StopReplicaResponse_StopReplicaPartitionError obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -76,9 +73,15 @@ _RUN_partition_indexes = (('partition_indexes', 0, 4),)
 _RUN_topic_name = (('topic_name', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_StopReplicaRequest_v0(buf, cur, end):
     """Decode StopReplicaRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 13:
         raise _w.short_run(_RUN_controller_id__ungrouped_partitions, pos, end)
     if cython.compiled:
@@ -95,15 +98,19 @@ def _dec_StopReplicaRequest_v0(buf, cur, end):
     if n_ungrouped_partitions < 0 or n_ungrouped_partitions > (end - pos) // 6:
         raise _w.bad_count('ungrouped_partitions', pos - 4, n_ungrouped_partitions, end, 6, 4)
     f_ungrouped_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partitions):
-            f_ungrouped_partitions.append(_dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partitions[%d]" % i)
-    pos = cur.pos
-    obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    if cython.compiled or n_ungrouped_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partitions):
+                f_ungrouped_partitions.append(_dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    else:
+        obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -146,7 +153,7 @@ def _enc_StopReplicaRequest_v0(obj, out):
 
 def _dec_StopReplicaRequest_v1(buf, cur, end):
     """Decode StopReplicaRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_controller_id__topics, pos, end)
     if cython.compiled:
@@ -164,15 +171,19 @@ def _dec_StopReplicaRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    else:
+        obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -216,7 +227,7 @@ def _enc_StopReplicaRequest_v1(obj, out):
 
 def _dec_StopReplicaRequest_v2(buf, cur, end):
     """Decode StopReplicaRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__delete_partitions, pos, end)
     if cython.compiled:
@@ -239,26 +250,33 @@ def _dec_StopReplicaRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    if cython.compiled:
+        obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    else:
+        obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -311,7 +329,7 @@ def _enc_StopReplicaRequest_v2(obj, out):
 
 def _dec_StopReplicaRequest_v3(buf, cur, end):
     """Decode StopReplicaRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -330,26 +348,33 @@ def _dec_StopReplicaRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    if cython.compiled:
+        obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    else:
+        obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -403,7 +428,7 @@ def _enc_StopReplicaRequest_v3(obj, out):
 
 def _dec_StopReplicaRequest_v4(buf, cur, end):
     """Decode StopReplicaRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__broker_epoch_2, pos, end)
     if cython.compiled:
@@ -426,26 +451,33 @@ def _dec_StopReplicaRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    if cython.compiled:
+        obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    else:
+        obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = b_is_k_raft_controller
     obj.controller_epoch = f_controller_epoch
@@ -498,7 +530,7 @@ def _enc_StopReplicaRequest_v4(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaPartitionV0 (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -512,7 +544,10 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -523,7 +558,10 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = StopReplicaRequest_StopReplicaPartitionV0.__new__(StopReplicaRequest_StopReplicaPartitionV0)
+    if cython.compiled:
+        obj = StopReplicaRequest_StopReplicaPartitionV0.__new__(StopReplicaRequest_StopReplicaPartitionV0)
+    else:
+        obj = _new(StopReplicaRequest_StopReplicaPartitionV0)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = []
@@ -559,7 +597,7 @@ def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicV1 (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -573,7 +611,10 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -588,10 +629,15 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
-    obj = StopReplicaRequest_StopReplicaTopicV1.__new__(StopReplicaRequest_StopReplicaTopicV1)
+    if cython.compiled:
+        obj = StopReplicaRequest_StopReplicaTopicV1.__new__(StopReplicaRequest_StopReplicaTopicV1)
+    else:
+        obj = _new(StopReplicaRequest_StopReplicaTopicV1)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = []
@@ -638,7 +684,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v1(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicV1 (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -648,6 +694,9 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -657,7 +706,10 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -670,6 +722,9 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
         n_partition_indexes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_indexes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_indexes, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
         n_partition_indexes -= 1
@@ -677,6 +732,8 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -685,7 +742,10 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest_StopReplicaTopicV1.__new__(StopReplicaRequest_StopReplicaTopicV1)
+    if cython.compiled:
+        obj = StopReplicaRequest_StopReplicaTopicV1.__new__(StopReplicaRequest_StopReplicaTopicV1)
+    else:
+        obj = _new(StopReplicaRequest_StopReplicaTopicV1)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = unknown
@@ -738,7 +798,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v2(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -748,6 +808,9 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -757,7 +820,10 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -770,26 +836,33 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
             raise _w.bad_uvarint('partition_states', buf, pos, end)
         n_partition_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_states, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
         n_partition_states -= 1
     if n_partition_states < 0 or n_partition_states > (end - pos) // 10:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 10, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest_StopReplicaTopicState.__new__(StopReplicaRequest_StopReplicaTopicState)
+    if cython.compiled:
+        obj = StopReplicaRequest_StopReplicaTopicState.__new__(StopReplicaRequest_StopReplicaTopicState)
+    else:
+        obj = _new(StopReplicaRequest_StopReplicaTopicState)
     obj.topic_name = f_topic_name
     obj.partition_states = f_partition_states
     obj.unknown_tagged_fields = unknown
@@ -838,7 +911,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicState_v3(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 9:
         raise _w.short_run(_RUN_partition_index__delete_partition, pos, end)
     if cython.compiled:
@@ -856,7 +929,10 @@ def _dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest_StopReplicaPartitionState.__new__(StopReplicaRequest_StopReplicaPartitionState)
+    if cython.compiled:
+        obj = StopReplicaRequest_StopReplicaPartitionState.__new__(StopReplicaRequest_StopReplicaPartitionState)
+    else:
+        obj = _new(StopReplicaRequest_StopReplicaPartitionState)
     obj.partition_index = f_partition_index
     obj.leader_epoch = f_leader_epoch
     obj.delete_partition = b_delete_partition
@@ -884,7 +960,7 @@ def _enc_StopReplicaRequest_StopReplicaPartitionState_v3(obj, out):
 
 def _dec_StopReplicaResponse_v0(buf, cur, end):
     """Decode StopReplicaResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
     if cython.compiled:
@@ -896,15 +972,19 @@ def _dec_StopReplicaResponse_v0(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8, 4)
     f_partition_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_errors):
-            f_partition_errors.append(_dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_errors[%d]" % i)
-    pos = cur.pos
-    obj = StopReplicaResponse.__new__(StopReplicaResponse)
+    if cython.compiled or n_partition_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_errors):
+                f_partition_errors.append(_dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = StopReplicaResponse.__new__(StopReplicaResponse)
+    else:
+        obj = _new(StopReplicaResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
     obj.unknown_tagged_fields = []
@@ -933,7 +1013,7 @@ def _enc_StopReplicaResponse_v0(obj, out):
 
 def _dec_StopReplicaResponse_v2(buf, cur, end):
     """Decode StopReplicaResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -950,26 +1030,33 @@ def _dec_StopReplicaResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('partition_errors', buf, pos, end)
         n_partition_errors = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_errors = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_errors, pos = _w.read_uvarint(buf, pos, end, 'partition_errors')
         n_partition_errors -= 1
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 1, n_partition_errors, end, 8, 1)
     f_partition_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_errors):
-            f_partition_errors.append(_dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_errors):
+                f_partition_errors.append(_dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaResponse.__new__(StopReplicaResponse)
+    if cython.compiled:
+        obj = StopReplicaResponse.__new__(StopReplicaResponse)
+    else:
+        obj = _new(StopReplicaResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
     obj.unknown_tagged_fields = unknown
@@ -1007,7 +1094,7 @@ def _enc_StopReplicaResponse_v2(obj, out):
 
 def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
     """Decode StopReplicaResponse.StopReplicaPartitionError (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1021,7 +1108,10 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1033,7 +1123,10 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = StopReplicaResponse_StopReplicaPartitionError.__new__(StopReplicaResponse_StopReplicaPartitionError)
+    if cython.compiled:
+        obj = StopReplicaResponse_StopReplicaPartitionError.__new__(StopReplicaResponse_StopReplicaPartitionError)
+    else:
+        obj = _new(StopReplicaResponse_StopReplicaPartitionError)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -1071,7 +1164,7 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):
 
 def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
     """Decode StopReplicaResponse.StopReplicaPartitionError (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1081,6 +1174,9 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -1090,7 +1186,10 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1107,7 +1206,10 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaResponse_StopReplicaPartitionError.__new__(StopReplicaResponse_StopReplicaPartitionError)
+    if cython.compiled:
+        obj = StopReplicaResponse_StopReplicaPartitionError.__new__(StopReplicaResponse_StopReplicaPartitionError)
+    else:
+        obj = _new(StopReplicaResponse_StopReplicaPartitionError)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code

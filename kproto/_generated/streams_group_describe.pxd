@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -50,39 +51,39 @@ cdef class StreamsGroupDescribeResponse_DescribedGroup(Struct):
 cdef class StreamsGroupDescribeResponse(Message):
     cdef public object throttle_time_ms, groups, unknown_tagged_fields
 
-@_cy.locals(obj=StreamsGroupDescribeRequest)
+@_cy.locals(obj=StreamsGroupDescribeRequest, pos=Py_ssize_t)
 cpdef _dec_StreamsGroupDescribeRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_StreamsGroupDescribeRequest_v0(StreamsGroupDescribeRequest obj, bytearray out)
-@_cy.locals(obj=StreamsGroupDescribeResponse)
+@_cy.locals(obj=StreamsGroupDescribeResponse, pos=Py_ssize_t)
 cpdef _dec_StreamsGroupDescribeResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_StreamsGroupDescribeResponse_v0(StreamsGroupDescribeResponse obj, bytearray out)
-@_cy.locals(obj=StreamsGroupDescribeResponse_DescribedGroup)
+@_cy.locals(obj=StreamsGroupDescribeResponse_DescribedGroup, pos=Py_ssize_t)
 cdef _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(StreamsGroupDescribeResponse_DescribedGroup obj, bytearray out)
-@_cy.locals(obj=StreamsGroupDescribeResponse_Topology)
+@_cy.locals(obj=StreamsGroupDescribeResponse_Topology, pos=Py_ssize_t)
 cdef _dec_StreamsGroupDescribeResponse_Topology_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupDescribeResponse_Topology_v0(StreamsGroupDescribeResponse_Topology obj, bytearray out)
-@_cy.locals(obj=StreamsGroupDescribeResponse_Subtopology)
+@_cy.locals(obj=StreamsGroupDescribeResponse_Subtopology, pos=Py_ssize_t)
 cdef _dec_StreamsGroupDescribeResponse_Subtopology_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupDescribeResponse_Subtopology_v0(StreamsGroupDescribeResponse_Subtopology obj, bytearray out)
-@_cy.locals(obj=StreamsGroupDescribeResponse_TopicInfo)
+@_cy.locals(obj=StreamsGroupDescribeResponse_TopicInfo, pos=Py_ssize_t)
 cdef _dec_StreamsGroupDescribeResponse_TopicInfo_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupDescribeResponse_TopicInfo_v0(StreamsGroupDescribeResponse_TopicInfo obj, bytearray out)
-@_cy.locals(obj=StreamsGroupDescribeResponse_KeyValue)
+@_cy.locals(obj=StreamsGroupDescribeResponse_KeyValue, pos=Py_ssize_t)
 cdef _dec_StreamsGroupDescribeResponse_KeyValue_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupDescribeResponse_KeyValue_v0(StreamsGroupDescribeResponse_KeyValue obj, bytearray out)
-@_cy.locals(obj=StreamsGroupDescribeResponse_Member)
+@_cy.locals(obj=StreamsGroupDescribeResponse_Member, pos=Py_ssize_t)
 cdef _dec_StreamsGroupDescribeResponse_Member_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupDescribeResponse_Member_v0(StreamsGroupDescribeResponse_Member obj, bytearray out)
-@_cy.locals(obj=StreamsGroupDescribeResponse_Endpoint)
+@_cy.locals(obj=StreamsGroupDescribeResponse_Endpoint, pos=Py_ssize_t)
 cdef _dec_StreamsGroupDescribeResponse_Endpoint_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupDescribeResponse_Endpoint_v0(StreamsGroupDescribeResponse_Endpoint obj, bytearray out)
-@_cy.locals(obj=StreamsGroupDescribeResponse_TaskOffset)
+@_cy.locals(obj=StreamsGroupDescribeResponse_TaskOffset, pos=Py_ssize_t)
 cdef _dec_StreamsGroupDescribeResponse_TaskOffset_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupDescribeResponse_TaskOffset_v0(StreamsGroupDescribeResponse_TaskOffset obj, bytearray out)
-@_cy.locals(obj=StreamsGroupDescribeResponse_Assignment)
+@_cy.locals(obj=StreamsGroupDescribeResponse_Assignment, pos=Py_ssize_t)
 cdef _dec_StreamsGroupDescribeResponse_Assignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupDescribeResponse_Assignment_v0(StreamsGroupDescribeResponse_Assignment obj, bytearray out)
-@_cy.locals(obj=StreamsGroupDescribeResponse_TaskIds)
+@_cy.locals(obj=StreamsGroupDescribeResponse_TaskIds, pos=Py_ssize_t)
 cdef _dec_StreamsGroupDescribeResponse_TaskIds_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupDescribeResponse_TaskIds_v0(StreamsGroupDescribeResponse_TaskIds obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,9 +66,15 @@ _RUN_topology_epoch = (('topology_epoch', 0, 4),)
 _RUN_user_endpoint = (('user_endpoint', 0, 1),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
     """Decode StreamsGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_ids = buf[pos] - 1
         pos += 1
@@ -81,6 +84,9 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('group_ids', buf, pos, end)
         n_group_ids = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_ids = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_ids, pos = _w.read_uvarint(buf, pos, end, 'group_ids')
         n_group_ids -= 1
@@ -97,6 +103,9 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
                 raise _w.bad_uvarint("group_ids[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "group_ids[%d]" % i)
             m -= 1
@@ -107,7 +116,10 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "group_ids[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "group_ids[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("group_ids[%d]" % i, pos, exc) from None
         f_group_ids.append(s)
         pos += m
     if end - pos < 1:
@@ -125,7 +137,10 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeRequest.__new__(StreamsGroupDescribeRequest)
+    if cython.compiled:
+        obj = StreamsGroupDescribeRequest.__new__(StreamsGroupDescribeRequest)
+    else:
+        obj = _new(StreamsGroupDescribeRequest)
     obj.group_ids = f_group_ids
     obj.include_authorized_operations = b_include_authorized_operations
     obj.unknown_tagged_fields = unknown
@@ -173,7 +188,7 @@ def _enc_StreamsGroupDescribeRequest_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -190,26 +205,33 @@ def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
     if n_groups < 0 or n_groups > (end - pos) // 20:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 20, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse.__new__(StreamsGroupDescribeResponse)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse.__new__(StreamsGroupDescribeResponse)
+    else:
+        obj = _new(StreamsGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -247,7 +269,7 @@ def _enc_StreamsGroupDescribeResponse_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -264,6 +286,9 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -273,7 +298,10 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -288,6 +316,9 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -297,7 +328,10 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -310,6 +344,9 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('group_state', buf, pos, end)
         n_group_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
@@ -319,7 +356,10 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -352,20 +392,24 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
     if n_members < 0 or n_members > (end - pos) // 28:
         raise _w.bad_count('members', pos - 1, n_members, end, 28, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -378,7 +422,10 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_DescribedGroup.__new__(StreamsGroupDescribeResponse_DescribedGroup)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_DescribedGroup.__new__(StreamsGroupDescribeResponse_DescribedGroup)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.group_id = f_group_id
@@ -487,7 +534,7 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_epoch, pos, end)
     if cython.compiled:
@@ -504,6 +551,9 @@ def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopologies', buf, pos, end)
         n_subtopologies = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopologies = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopologies, pos = _w.read_uvarint(buf, pos, end, 'subtopologies')
         n_subtopologies -= 1
@@ -513,20 +563,24 @@ def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
         raise _w.bad_count('subtopologies', pos - 1, n_subtopologies, end, 6, 1)
     else:
         f_subtopologies = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_subtopologies):
-                f_subtopologies.append(_dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("subtopologies[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_subtopologies:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_subtopologies):
+                    f_subtopologies.append(_dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("subtopologies[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_Topology.__new__(StreamsGroupDescribeResponse_Topology)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_Topology.__new__(StreamsGroupDescribeResponse_Topology)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_Topology)
     obj.epoch = f_epoch
     obj.subtopologies = f_subtopologies
     obj.unknown_tagged_fields = unknown
@@ -565,7 +619,7 @@ def _enc_StreamsGroupDescribeResponse_Topology_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -575,6 +629,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -584,7 +641,10 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -597,6 +657,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('source_topics', buf, pos, end)
         n_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_source_topics, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
         n_source_topics -= 1
@@ -613,6 +676,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
                 raise _w.bad_uvarint("source_topics[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "source_topics[%d]" % i)
             m -= 1
@@ -623,7 +689,10 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "source_topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "source_topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("source_topics[%d]" % i, pos, exc) from None
         f_source_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -635,6 +704,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('repartition_sink_topics', buf, pos, end)
         n_repartition_sink_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_repartition_sink_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_repartition_sink_topics, pos = _w.read_uvarint(buf, pos, end, 'repartition_sink_topics')
         n_repartition_sink_topics -= 1
@@ -651,6 +723,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
                 raise _w.bad_uvarint("repartition_sink_topics[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "repartition_sink_topics[%d]" % i)
             m -= 1
@@ -661,7 +736,10 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "repartition_sink_topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "repartition_sink_topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("repartition_sink_topics[%d]" % i, pos, exc) from None
         f_repartition_sink_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -673,20 +751,24 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('state_changelog_topics', buf, pos, end)
         n_state_changelog_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_changelog_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_changelog_topics, pos = _w.read_uvarint(buf, pos, end, 'state_changelog_topics')
         n_state_changelog_topics -= 1
     if n_state_changelog_topics < 0 or n_state_changelog_topics > (end - pos) // 9:
         raise _w.bad_count('state_changelog_topics', pos - 1, n_state_changelog_topics, end, 9, 1)
     f_state_changelog_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_state_changelog_topics):
-            f_state_changelog_topics.append(_dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("state_changelog_topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_state_changelog_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_state_changelog_topics):
+                f_state_changelog_topics.append(_dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("state_changelog_topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_repartition_source_topics = buf[pos] - 1
         pos += 1
@@ -696,26 +778,33 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('repartition_source_topics', buf, pos, end)
         n_repartition_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_repartition_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_repartition_source_topics, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
         n_repartition_source_topics -= 1
     if n_repartition_source_topics < 0 or n_repartition_source_topics > (end - pos) // 9:
         raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics, end, 9, 1)
     f_repartition_source_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_repartition_source_topics):
-            f_repartition_source_topics.append(_dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("repartition_source_topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_repartition_source_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_repartition_source_topics):
+                f_repartition_source_topics.append(_dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("repartition_source_topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_Subtopology.__new__(StreamsGroupDescribeResponse_Subtopology)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_Subtopology.__new__(StreamsGroupDescribeResponse_Subtopology)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_Subtopology)
     obj.subtopology_id = f_subtopology_id
     obj.source_topics = f_source_topics
     obj.repartition_sink_topics = f_repartition_sink_topics
@@ -826,7 +915,7 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -836,6 +925,9 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -845,7 +937,10 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -866,26 +961,33 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_configs', buf, pos, end)
         n_topic_configs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_configs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_configs, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
         n_topic_configs -= 1
     if n_topic_configs < 0 or n_topic_configs > (end - pos) // 3:
         raise _w.bad_count('topic_configs', pos - 1, n_topic_configs, end, 3, 1)
     f_topic_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_configs):
-            f_topic_configs.append(_dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_configs):
+                f_topic_configs.append(_dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_configs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_TopicInfo.__new__(StreamsGroupDescribeResponse_TopicInfo)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_TopicInfo.__new__(StreamsGroupDescribeResponse_TopicInfo)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_TopicInfo)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.replication_factor = f_replication_factor
@@ -942,7 +1044,7 @@ def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -952,6 +1054,9 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
             raise _w.bad_uvarint('key', buf, pos, end)
         n_key = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
@@ -961,7 +1066,10 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -974,6 +1082,9 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
@@ -983,7 +1094,10 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     else:
         raise _w.bad_sized('value', pos, n_value, end, 1, False)
@@ -992,7 +1106,10 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_KeyValue.__new__(StreamsGroupDescribeResponse_KeyValue)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_KeyValue.__new__(StreamsGroupDescribeResponse_KeyValue)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_KeyValue)
     obj.key = f_key
     obj.value = f_value
     obj.unknown_tagged_fields = unknown
@@ -1044,7 +1161,7 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -1054,6 +1171,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -1063,7 +1183,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1083,6 +1206,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('instance_id', buf, pos, end)
         n_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
@@ -1092,7 +1218,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -1107,6 +1236,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -1116,7 +1248,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -1131,6 +1266,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('client_id', buf, pos, end)
         n_client_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
@@ -1140,7 +1278,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -1153,6 +1294,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('client_host', buf, pos, end)
         n_client_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
@@ -1162,7 +1306,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -1182,6 +1329,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('process_id', buf, pos, end)
         n_process_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_process_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_process_id, pos = _w.read_uvarint(buf, pos, end, 'process_id')
         n_process_id -= 1
@@ -1191,7 +1341,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_process_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_process_id, 'process_id')
         else:
-            f_process_id = _w.utf8(buf, pos, n_process_id, 'process_id')
+            try:
+                f_process_id = buf[pos:pos + n_process_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('process_id', pos, exc) from None
         pos += n_process_id
     else:
         raise _w.bad_sized('process_id', pos, n_process_id, end, 1, False)
@@ -1222,20 +1375,24 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('client_tags', buf, pos, end)
         n_client_tags = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_tags = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_tags, pos = _w.read_uvarint(buf, pos, end, 'client_tags')
         n_client_tags -= 1
     if n_client_tags < 0 or n_client_tags > (end - pos) // 3:
         raise _w.bad_count('client_tags', pos - 1, n_client_tags, end, 3, 1)
     f_client_tags = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_client_tags):
-            f_client_tags.append(_dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("client_tags[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_client_tags:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_client_tags):
+                f_client_tags.append(_dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("client_tags[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_task_offsets = buf[pos] - 1
         pos += 1
@@ -1245,20 +1402,24 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('task_offsets', buf, pos, end)
         n_task_offsets = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_task_offsets = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_task_offsets, pos = _w.read_uvarint(buf, pos, end, 'task_offsets')
         n_task_offsets -= 1
     if n_task_offsets < 0 or n_task_offsets > (end - pos) // 14:
         raise _w.bad_count('task_offsets', pos - 1, n_task_offsets, end, 14, 1)
     f_task_offsets = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_task_offsets):
-            f_task_offsets.append(_dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("task_offsets[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_task_offsets:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_task_offsets):
+                f_task_offsets.append(_dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("task_offsets[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_task_end_offsets = buf[pos] - 1
         pos += 1
@@ -1268,20 +1429,24 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('task_end_offsets', buf, pos, end)
         n_task_end_offsets = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_task_end_offsets = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_task_end_offsets, pos = _w.read_uvarint(buf, pos, end, 'task_end_offsets')
         n_task_end_offsets -= 1
     if n_task_end_offsets < 0 or n_task_end_offsets > (end - pos) // 14:
         raise _w.bad_count('task_end_offsets', pos - 1, n_task_end_offsets, end, 14, 1)
     f_task_end_offsets = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_task_end_offsets):
-            f_task_end_offsets.append(_dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("task_end_offsets[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_task_end_offsets:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_task_end_offsets):
+                f_task_end_offsets.append(_dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("task_end_offsets[%d]" % i)
+        pos = cur.pos
     cur.pos = pos
     try:
         f_assignment = _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end)
@@ -1309,7 +1474,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_Member.__new__(StreamsGroupDescribeResponse_Member)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_Member.__new__(StreamsGroupDescribeResponse_Member)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_Member)
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
     obj.instance_id = f_instance_id
@@ -1505,7 +1673,7 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_host = buf[pos] - 1
         pos += 1
@@ -1515,6 +1683,9 @@ def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1524,7 +1695,10 @@ def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1540,7 +1714,10 @@ def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_Endpoint.__new__(StreamsGroupDescribeResponse_Endpoint)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_Endpoint.__new__(StreamsGroupDescribeResponse_Endpoint)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_Endpoint)
     obj.host = f_host
     obj.port = f_port
     obj.unknown_tagged_fields = unknown
@@ -1581,7 +1758,7 @@ def _enc_StreamsGroupDescribeResponse_Endpoint_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1591,6 +1768,9 @@ def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -1600,7 +1780,10 @@ def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -1617,7 +1800,10 @@ def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_TaskOffset.__new__(StreamsGroupDescribeResponse_TaskOffset)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_TaskOffset.__new__(StreamsGroupDescribeResponse_TaskOffset)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_TaskOffset)
     obj.subtopology_id = f_subtopology_id
     obj.partition = f_partition
     obj.offset = f_offset
@@ -1660,7 +1846,7 @@ def _enc_StreamsGroupDescribeResponse_TaskOffset_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_active_tasks = buf[pos] - 1
         pos += 1
@@ -1670,20 +1856,24 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
             raise _w.bad_uvarint('active_tasks', buf, pos, end)
         n_active_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_active_tasks, pos = _w.read_uvarint(buf, pos, end, 'active_tasks')
         n_active_tasks -= 1
     if n_active_tasks < 0 or n_active_tasks > (end - pos) // 3:
         raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
     f_active_tasks = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_active_tasks):
-            f_active_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("active_tasks[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_active_tasks:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_active_tasks):
+                f_active_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("active_tasks[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_standby_tasks = buf[pos] - 1
         pos += 1
@@ -1693,20 +1883,24 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
             raise _w.bad_uvarint('standby_tasks', buf, pos, end)
         n_standby_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_standby_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_standby_tasks, pos = _w.read_uvarint(buf, pos, end, 'standby_tasks')
         n_standby_tasks -= 1
     if n_standby_tasks < 0 or n_standby_tasks > (end - pos) // 3:
         raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
     f_standby_tasks = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_standby_tasks):
-            f_standby_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("standby_tasks[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_standby_tasks:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_standby_tasks):
+                f_standby_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("standby_tasks[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_warmup_tasks = buf[pos] - 1
         pos += 1
@@ -1716,26 +1910,33 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
             raise _w.bad_uvarint('warmup_tasks', buf, pos, end)
         n_warmup_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_warmup_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_warmup_tasks, pos = _w.read_uvarint(buf, pos, end, 'warmup_tasks')
         n_warmup_tasks -= 1
     if n_warmup_tasks < 0 or n_warmup_tasks > (end - pos) // 3:
         raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
     f_warmup_tasks = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_warmup_tasks):
-            f_warmup_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("warmup_tasks[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_warmup_tasks:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_warmup_tasks):
+                f_warmup_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("warmup_tasks[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_Assignment.__new__(StreamsGroupDescribeResponse_Assignment)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_Assignment.__new__(StreamsGroupDescribeResponse_Assignment)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_Assignment)
     obj.active_tasks = f_active_tasks
     obj.standby_tasks = f_standby_tasks
     obj.warmup_tasks = f_warmup_tasks
@@ -1795,7 +1996,7 @@ def _enc_StreamsGroupDescribeResponse_Assignment_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1805,6 +2006,9 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -1814,7 +2018,10 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -1827,6 +2034,9 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -1834,6 +2044,8 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -1842,7 +2054,10 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_TaskIds.__new__(StreamsGroupDescribeResponse_TaskIds)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_TaskIds.__new__(StreamsGroupDescribeResponse_TaskIds)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_TaskIds)
     obj.subtopology_id = f_subtopology_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -59,48 +60,48 @@ cdef class StreamsGroupHeartbeatResponse_EndpointToPartitions(Struct):
 cdef class StreamsGroupHeartbeatResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, member_id, member_epoch, heartbeat_interval_ms, acceptable_recovery_lag, task_offset_interval_ms, status, active_tasks, standby_tasks, warmup_tasks, endpoint_information_epoch, partitions_by_user_endpoint, unknown_tagged_fields
 
-@_cy.locals(obj=StreamsGroupHeartbeatRequest)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest, pos=Py_ssize_t)
 cpdef _dec_StreamsGroupHeartbeatRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_StreamsGroupHeartbeatRequest_v0(StreamsGroupHeartbeatRequest obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatRequest_Topology)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_Topology, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatRequest_Topology_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatRequest_Topology_v0(StreamsGroupHeartbeatRequest_Topology obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatRequest_Subtopology)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_Subtopology, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(StreamsGroupHeartbeatRequest_Subtopology obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatRequest_TopicInfo)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_TopicInfo, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(StreamsGroupHeartbeatRequest_TopicInfo obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatRequest_KeyValue)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_KeyValue, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(StreamsGroupHeartbeatRequest_KeyValue obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatRequest_CopartitionGroup)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_CopartitionGroup, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(StreamsGroupHeartbeatRequest_CopartitionGroup obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatRequest_TaskIds)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_TaskIds, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(StreamsGroupHeartbeatRequest_TaskIds obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatRequest_Endpoint)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_Endpoint, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(StreamsGroupHeartbeatRequest_Endpoint obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatRequest_TaskOffset)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_TaskOffset, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(StreamsGroupHeartbeatRequest_TaskOffset obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatResponse)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse, pos=Py_ssize_t)
 cpdef _dec_StreamsGroupHeartbeatResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_StreamsGroupHeartbeatResponse_v0(StreamsGroupHeartbeatResponse obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatResponse_Status)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse_Status, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatResponse_Status_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatResponse_Status_v0(StreamsGroupHeartbeatResponse_Status obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatResponse_TaskIds)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse_TaskIds, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(StreamsGroupHeartbeatResponse_TaskIds obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatResponse_EndpointToPartitions)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse_EndpointToPartitions, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(StreamsGroupHeartbeatResponse_EndpointToPartitions obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatResponse_Endpoint)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse_Endpoint, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(StreamsGroupHeartbeatResponse_Endpoint obj, bytearray out)
-@_cy.locals(obj=StreamsGroupHeartbeatResponse_TopicPartition)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse_TopicPartition, pos=Py_ssize_t)
 cdef _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(StreamsGroupHeartbeatResponse_TopicPartition obj, bytearray out)

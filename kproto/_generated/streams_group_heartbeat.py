@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,9 +66,16 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_user_endpoint = (('user_endpoint', 0, 1),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_h = _w.SMALL_ARRAYS["h"]
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -81,6 +85,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -90,7 +97,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -103,6 +113,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -112,7 +125,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -133,6 +149,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('instance_id', buf, pos, end)
         n_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
@@ -142,7 +161,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -157,6 +179,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -166,7 +191,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -200,6 +228,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('active_tasks', buf, pos, end)
         n_active_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_active_tasks, pos = _w.read_uvarint(buf, pos, end, 'active_tasks')
         n_active_tasks -= 1
@@ -209,14 +240,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
     else:
         f_active_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_active_tasks):
-                f_active_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("active_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_active_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_active_tasks):
+                    f_active_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("active_tasks[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_standby_tasks = buf[pos] - 1
         pos += 1
@@ -226,6 +258,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('standby_tasks', buf, pos, end)
         n_standby_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_standby_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_standby_tasks, pos = _w.read_uvarint(buf, pos, end, 'standby_tasks')
         n_standby_tasks -= 1
@@ -235,14 +270,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
     else:
         f_standby_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_standby_tasks):
-                f_standby_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("standby_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_standby_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_standby_tasks):
+                    f_standby_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("standby_tasks[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_warmup_tasks = buf[pos] - 1
         pos += 1
@@ -252,6 +288,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('warmup_tasks', buf, pos, end)
         n_warmup_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_warmup_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_warmup_tasks, pos = _w.read_uvarint(buf, pos, end, 'warmup_tasks')
         n_warmup_tasks -= 1
@@ -261,14 +300,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
     else:
         f_warmup_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_warmup_tasks):
-                f_warmup_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("warmup_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_warmup_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_warmup_tasks):
+                    f_warmup_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("warmup_tasks[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_process_id = buf[pos] - 1
         pos += 1
@@ -278,6 +318,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('process_id', buf, pos, end)
         n_process_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_process_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_process_id, pos = _w.read_uvarint(buf, pos, end, 'process_id')
         n_process_id -= 1
@@ -287,7 +330,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             if f_process_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_process_id, 'process_id')
         else:
-            f_process_id = _w.utf8(buf, pos, n_process_id, 'process_id')
+            try:
+                f_process_id = buf[pos:pos + n_process_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('process_id', pos, exc) from None
         pos += n_process_id
     elif n_process_id == -1:
         f_process_id = None
@@ -320,6 +366,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('client_tags', buf, pos, end)
         n_client_tags = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_tags = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_tags, pos = _w.read_uvarint(buf, pos, end, 'client_tags')
         n_client_tags -= 1
@@ -329,14 +378,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('client_tags', pos - 1, n_client_tags, end, 3, 1)
     else:
         f_client_tags = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_client_tags):
-                f_client_tags.append(_dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("client_tags[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_client_tags:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_client_tags):
+                    f_client_tags.append(_dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("client_tags[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_task_offsets = buf[pos] - 1
         pos += 1
@@ -346,6 +396,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('task_offsets', buf, pos, end)
         n_task_offsets = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_task_offsets = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_task_offsets, pos = _w.read_uvarint(buf, pos, end, 'task_offsets')
         n_task_offsets -= 1
@@ -355,14 +408,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('task_offsets', pos - 1, n_task_offsets, end, 14, 1)
     else:
         f_task_offsets = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_task_offsets):
-                f_task_offsets.append(_dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("task_offsets[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_task_offsets:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_task_offsets):
+                    f_task_offsets.append(_dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("task_offsets[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_task_end_offsets = buf[pos] - 1
         pos += 1
@@ -372,6 +426,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('task_end_offsets', buf, pos, end)
         n_task_end_offsets = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_task_end_offsets = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_task_end_offsets, pos = _w.read_uvarint(buf, pos, end, 'task_end_offsets')
         n_task_end_offsets -= 1
@@ -381,14 +438,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('task_end_offsets', pos - 1, n_task_end_offsets, end, 14, 1)
     else:
         f_task_end_offsets = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_task_end_offsets):
-                f_task_end_offsets.append(_dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("task_end_offsets[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_task_end_offsets:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_task_end_offsets):
+                    f_task_end_offsets.append(_dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("task_end_offsets[%d]" % i)
+            pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_shutdown_application, pos, end)
     if cython.compiled:
@@ -404,7 +462,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest.__new__(StreamsGroupHeartbeatRequest)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest.__new__(StreamsGroupHeartbeatRequest)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
@@ -633,7 +694,7 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_epoch, pos, end)
     if cython.compiled:
@@ -650,26 +711,33 @@ def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopologies', buf, pos, end)
         n_subtopologies = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopologies = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopologies, pos = _w.read_uvarint(buf, pos, end, 'subtopologies')
         n_subtopologies -= 1
     if n_subtopologies < 0 or n_subtopologies > (end - pos) // 8:
         raise _w.bad_count('subtopologies', pos - 1, n_subtopologies, end, 8, 1)
     f_subtopologies = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_subtopologies):
-            f_subtopologies.append(_dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("subtopologies[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_subtopologies:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_subtopologies):
+                f_subtopologies.append(_dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("subtopologies[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_Topology.__new__(StreamsGroupHeartbeatRequest_Topology)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_Topology.__new__(StreamsGroupHeartbeatRequest_Topology)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_Topology)
     obj.epoch = f_epoch
     obj.subtopologies = f_subtopologies
     obj.unknown_tagged_fields = unknown
@@ -707,7 +775,7 @@ def _enc_StreamsGroupHeartbeatRequest_Topology_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -717,6 +785,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -726,7 +797,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -739,6 +813,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('source_topics', buf, pos, end)
         n_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_source_topics, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
         n_source_topics -= 1
@@ -755,6 +832,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
                 raise _w.bad_uvarint("source_topics[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "source_topics[%d]" % i)
             m -= 1
@@ -765,7 +845,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "source_topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "source_topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("source_topics[%d]" % i, pos, exc) from None
         f_source_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -777,6 +860,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('source_topic_regex', buf, pos, end)
         n_source_topic_regex = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_source_topic_regex = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_source_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'source_topic_regex')
         n_source_topic_regex -= 1
@@ -793,6 +879,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
                 raise _w.bad_uvarint("source_topic_regex[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "source_topic_regex[%d]" % i)
             m -= 1
@@ -803,7 +892,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "source_topic_regex[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "source_topic_regex[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("source_topic_regex[%d]" % i, pos, exc) from None
         f_source_topic_regex.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -815,20 +907,24 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('state_changelog_topics', buf, pos, end)
         n_state_changelog_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_changelog_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_changelog_topics, pos = _w.read_uvarint(buf, pos, end, 'state_changelog_topics')
         n_state_changelog_topics -= 1
     if n_state_changelog_topics < 0 or n_state_changelog_topics > (end - pos) // 9:
         raise _w.bad_count('state_changelog_topics', pos - 1, n_state_changelog_topics, end, 9, 1)
     f_state_changelog_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_state_changelog_topics):
-            f_state_changelog_topics.append(_dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("state_changelog_topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_state_changelog_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_state_changelog_topics):
+                f_state_changelog_topics.append(_dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("state_changelog_topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_repartition_sink_topics = buf[pos] - 1
         pos += 1
@@ -838,6 +934,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('repartition_sink_topics', buf, pos, end)
         n_repartition_sink_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_repartition_sink_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_repartition_sink_topics, pos = _w.read_uvarint(buf, pos, end, 'repartition_sink_topics')
         n_repartition_sink_topics -= 1
@@ -854,6 +953,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
                 raise _w.bad_uvarint("repartition_sink_topics[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "repartition_sink_topics[%d]" % i)
             m -= 1
@@ -864,7 +966,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "repartition_sink_topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "repartition_sink_topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("repartition_sink_topics[%d]" % i, pos, exc) from None
         f_repartition_sink_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -876,20 +981,24 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('repartition_source_topics', buf, pos, end)
         n_repartition_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_repartition_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_repartition_source_topics, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
         n_repartition_source_topics -= 1
     if n_repartition_source_topics < 0 or n_repartition_source_topics > (end - pos) // 9:
         raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics, end, 9, 1)
     f_repartition_source_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_repartition_source_topics):
-            f_repartition_source_topics.append(_dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("repartition_source_topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_repartition_source_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_repartition_source_topics):
+                f_repartition_source_topics.append(_dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("repartition_source_topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_copartition_groups = buf[pos] - 1
         pos += 1
@@ -899,26 +1008,33 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('copartition_groups', buf, pos, end)
         n_copartition_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_copartition_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_copartition_groups, pos = _w.read_uvarint(buf, pos, end, 'copartition_groups')
         n_copartition_groups -= 1
     if n_copartition_groups < 0 or n_copartition_groups > (end - pos) // 4:
         raise _w.bad_count('copartition_groups', pos - 1, n_copartition_groups, end, 4, 1)
     f_copartition_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_copartition_groups):
-            f_copartition_groups.append(_dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("copartition_groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_copartition_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_copartition_groups):
+                f_copartition_groups.append(_dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("copartition_groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_Subtopology.__new__(StreamsGroupHeartbeatRequest_Subtopology)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_Subtopology.__new__(StreamsGroupHeartbeatRequest_Subtopology)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_Subtopology)
     obj.subtopology_id = f_subtopology_id
     obj.source_topics = f_source_topics
     obj.source_topic_regex = f_source_topic_regex
@@ -1067,7 +1183,7 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1077,6 +1193,9 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1086,7 +1205,10 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1107,26 +1229,33 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_configs', buf, pos, end)
         n_topic_configs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_configs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_configs, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
         n_topic_configs -= 1
     if n_topic_configs < 0 or n_topic_configs > (end - pos) // 3:
         raise _w.bad_count('topic_configs', pos - 1, n_topic_configs, end, 3, 1)
     f_topic_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_configs):
-            f_topic_configs.append(_dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_configs):
+                f_topic_configs.append(_dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_configs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_TopicInfo.__new__(StreamsGroupHeartbeatRequest_TopicInfo)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_TopicInfo.__new__(StreamsGroupHeartbeatRequest_TopicInfo)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_TopicInfo)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.replication_factor = f_replication_factor
@@ -1183,7 +1312,7 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -1193,6 +1322,9 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
             raise _w.bad_uvarint('key', buf, pos, end)
         n_key = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
@@ -1202,7 +1334,10 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -1215,6 +1350,9 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
@@ -1224,7 +1362,10 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     else:
         raise _w.bad_sized('value', pos, n_value, end, 1, False)
@@ -1233,7 +1374,10 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_KeyValue.__new__(StreamsGroupHeartbeatRequest_KeyValue)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_KeyValue.__new__(StreamsGroupHeartbeatRequest_KeyValue)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_KeyValue)
     obj.key = f_key
     obj.value = f_value
     obj.unknown_tagged_fields = unknown
@@ -1285,7 +1429,7 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_source_topics = buf[pos] - 1
         pos += 1
@@ -1295,6 +1439,9 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('source_topics', buf, pos, end)
         n_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_source_topics, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
         n_source_topics -= 1
@@ -1302,6 +1449,8 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
         raise _w.bad_count('source_topics', pos - 1, n_source_topics, end, 2, 1)
     if cython.compiled:
         f_source_topics = [_read_h(buf, pos + 2 * i) for i in range(n_source_topics)]
+    elif n_source_topics < _w.SMALL_ARRAY_MAX:
+        f_source_topics = list(_A_h[n_source_topics].unpack_from(buf, pos))
     else:
         f_source_topics = list(_unpack_from(">%dh" % n_source_topics, buf, pos))
     pos += n_source_topics * 2
@@ -1314,6 +1463,9 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('source_topic_regex', buf, pos, end)
         n_source_topic_regex = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_source_topic_regex = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_source_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'source_topic_regex')
         n_source_topic_regex -= 1
@@ -1321,6 +1473,8 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
         raise _w.bad_count('source_topic_regex', pos - 1, n_source_topic_regex, end, 2, 1)
     if cython.compiled:
         f_source_topic_regex = [_read_h(buf, pos + 2 * i) for i in range(n_source_topic_regex)]
+    elif n_source_topic_regex < _w.SMALL_ARRAY_MAX:
+        f_source_topic_regex = list(_A_h[n_source_topic_regex].unpack_from(buf, pos))
     else:
         f_source_topic_regex = list(_unpack_from(">%dh" % n_source_topic_regex, buf, pos))
     pos += n_source_topic_regex * 2
@@ -1333,6 +1487,9 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('repartition_source_topics', buf, pos, end)
         n_repartition_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_repartition_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_repartition_source_topics, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
         n_repartition_source_topics -= 1
@@ -1340,6 +1497,8 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
         raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics, end, 2, 1)
     if cython.compiled:
         f_repartition_source_topics = [_read_h(buf, pos + 2 * i) for i in range(n_repartition_source_topics)]
+    elif n_repartition_source_topics < _w.SMALL_ARRAY_MAX:
+        f_repartition_source_topics = list(_A_h[n_repartition_source_topics].unpack_from(buf, pos))
     else:
         f_repartition_source_topics = list(_unpack_from(">%dh" % n_repartition_source_topics, buf, pos))
     pos += n_repartition_source_topics * 2
@@ -1348,7 +1507,10 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_CopartitionGroup.__new__(StreamsGroupHeartbeatRequest_CopartitionGroup)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_CopartitionGroup.__new__(StreamsGroupHeartbeatRequest_CopartitionGroup)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_CopartitionGroup)
     obj.source_topics = f_source_topics
     obj.source_topic_regex = f_source_topic_regex
     obj.repartition_source_topics = f_repartition_source_topics
@@ -1420,7 +1582,7 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1430,6 +1592,9 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -1439,7 +1604,10 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -1452,6 +1620,9 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -1459,6 +1630,8 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -1467,7 +1640,10 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_TaskIds.__new__(StreamsGroupHeartbeatRequest_TaskIds)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_TaskIds.__new__(StreamsGroupHeartbeatRequest_TaskIds)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_TaskIds)
     obj.subtopology_id = f_subtopology_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1520,7 +1696,7 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_host = buf[pos] - 1
         pos += 1
@@ -1530,6 +1706,9 @@ def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1539,7 +1718,10 @@ def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1555,7 +1737,10 @@ def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_Endpoint.__new__(StreamsGroupHeartbeatRequest_Endpoint)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_Endpoint.__new__(StreamsGroupHeartbeatRequest_Endpoint)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_Endpoint)
     obj.host = f_host
     obj.port = f_port
     obj.unknown_tagged_fields = unknown
@@ -1596,7 +1781,7 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.TaskOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1606,6 +1791,9 @@ def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -1615,7 +1803,10 @@ def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -1632,7 +1823,10 @@ def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_TaskOffset.__new__(StreamsGroupHeartbeatRequest_TaskOffset)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_TaskOffset.__new__(StreamsGroupHeartbeatRequest_TaskOffset)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_TaskOffset)
     obj.subtopology_id = f_subtopology_id
     obj.partition = f_partition
     obj.offset = f_offset
@@ -1675,7 +1869,7 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1693,6 +1887,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1702,7 +1899,10 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1717,6 +1917,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -1726,7 +1929,10 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1749,6 +1955,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('status', buf, pos, end)
         n_status = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_status = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_status, pos = _w.read_uvarint(buf, pos, end, 'status')
         n_status -= 1
@@ -1758,14 +1967,15 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('status', pos - 1, n_status, end, 3, 1)
     else:
         f_status = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_status):
-                f_status.append(_dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("status[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_status:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_status):
+                    f_status.append(_dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("status[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_active_tasks = buf[pos] - 1
         pos += 1
@@ -1775,6 +1985,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('active_tasks', buf, pos, end)
         n_active_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_active_tasks, pos = _w.read_uvarint(buf, pos, end, 'active_tasks')
         n_active_tasks -= 1
@@ -1784,14 +1997,15 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
     else:
         f_active_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_active_tasks):
-                f_active_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("active_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_active_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_active_tasks):
+                    f_active_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("active_tasks[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_standby_tasks = buf[pos] - 1
         pos += 1
@@ -1801,6 +2015,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('standby_tasks', buf, pos, end)
         n_standby_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_standby_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_standby_tasks, pos = _w.read_uvarint(buf, pos, end, 'standby_tasks')
         n_standby_tasks -= 1
@@ -1810,14 +2027,15 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
     else:
         f_standby_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_standby_tasks):
-                f_standby_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("standby_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_standby_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_standby_tasks):
+                    f_standby_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("standby_tasks[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_warmup_tasks = buf[pos] - 1
         pos += 1
@@ -1827,6 +2045,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('warmup_tasks', buf, pos, end)
         n_warmup_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_warmup_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_warmup_tasks, pos = _w.read_uvarint(buf, pos, end, 'warmup_tasks')
         n_warmup_tasks -= 1
@@ -1836,14 +2057,15 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
     else:
         f_warmup_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_warmup_tasks):
-                f_warmup_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("warmup_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_warmup_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_warmup_tasks):
+                    f_warmup_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("warmup_tasks[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_endpoint_information_epoch, pos, end)
     if cython.compiled:
@@ -1860,6 +2082,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions_by_user_endpoint', buf, pos, end)
         n_partitions_by_user_endpoint = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions_by_user_endpoint = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions_by_user_endpoint, pos = _w.read_uvarint(buf, pos, end, 'partitions_by_user_endpoint')
         n_partitions_by_user_endpoint -= 1
@@ -1869,20 +2094,24 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('partitions_by_user_endpoint', pos - 1, n_partitions_by_user_endpoint, end, 7, 1)
     else:
         f_partitions_by_user_endpoint = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_partitions_by_user_endpoint):
-                f_partitions_by_user_endpoint.append(_dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("partitions_by_user_endpoint[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_partitions_by_user_endpoint:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_partitions_by_user_endpoint):
+                    f_partitions_by_user_endpoint.append(_dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("partitions_by_user_endpoint[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse.__new__(StreamsGroupHeartbeatResponse)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse.__new__(StreamsGroupHeartbeatResponse)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -2035,7 +2264,7 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.Status (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_status_code, pos, end)
     if cython.compiled:
@@ -2052,6 +2281,9 @@ def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
             raise _w.bad_uvarint('status_detail', buf, pos, end)
         n_status_detail = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_status_detail = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_status_detail, pos = _w.read_uvarint(buf, pos, end, 'status_detail')
         n_status_detail -= 1
@@ -2061,7 +2293,10 @@ def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
             if f_status_detail is None:
                 raise _w.bad_utf8_at(buf, pos, n_status_detail, 'status_detail')
         else:
-            f_status_detail = _w.utf8(buf, pos, n_status_detail, 'status_detail')
+            try:
+                f_status_detail = buf[pos:pos + n_status_detail].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('status_detail', pos, exc) from None
         pos += n_status_detail
     else:
         raise _w.bad_sized('status_detail', pos, n_status_detail, end, 1, False)
@@ -2070,7 +2305,10 @@ def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse_Status.__new__(StreamsGroupHeartbeatResponse_Status)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse_Status.__new__(StreamsGroupHeartbeatResponse_Status)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse_Status)
     obj.status_code = f_status_code
     obj.status_detail = f_status_detail
     obj.unknown_tagged_fields = unknown
@@ -2111,7 +2349,7 @@ def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -2121,6 +2359,9 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -2130,7 +2371,10 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -2143,6 +2387,9 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -2150,6 +2397,8 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -2158,7 +2407,10 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse_TaskIds.__new__(StreamsGroupHeartbeatResponse_TaskIds)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse_TaskIds.__new__(StreamsGroupHeartbeatResponse_TaskIds)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse_TaskIds)
     obj.subtopology_id = f_subtopology_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -2211,7 +2463,7 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     cur.pos = pos
     try:
         f_user_endpoint = _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end)
@@ -2227,20 +2479,24 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
             raise _w.bad_uvarint('active_partitions', buf, pos, end)
         n_active_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_active_partitions, pos = _w.read_uvarint(buf, pos, end, 'active_partitions')
         n_active_partitions -= 1
     if n_active_partitions < 0 or n_active_partitions > (end - pos) // 3:
         raise _w.bad_count('active_partitions', pos - 1, n_active_partitions, end, 3, 1)
     f_active_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_active_partitions):
-            f_active_partitions.append(_dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("active_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_active_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_active_partitions):
+                f_active_partitions.append(_dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("active_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_standby_partitions = buf[pos] - 1
         pos += 1
@@ -2250,26 +2506,33 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
             raise _w.bad_uvarint('standby_partitions', buf, pos, end)
         n_standby_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_standby_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_standby_partitions, pos = _w.read_uvarint(buf, pos, end, 'standby_partitions')
         n_standby_partitions -= 1
     if n_standby_partitions < 0 or n_standby_partitions > (end - pos) // 3:
         raise _w.bad_count('standby_partitions', pos - 1, n_standby_partitions, end, 3, 1)
     f_standby_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_standby_partitions):
-            f_standby_partitions.append(_dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("standby_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_standby_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_standby_partitions):
+                f_standby_partitions.append(_dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("standby_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse_EndpointToPartitions.__new__(StreamsGroupHeartbeatResponse_EndpointToPartitions)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse_EndpointToPartitions.__new__(StreamsGroupHeartbeatResponse_EndpointToPartitions)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse_EndpointToPartitions)
     obj.user_endpoint = f_user_endpoint
     obj.active_partitions = f_active_partitions
     obj.standby_partitions = f_standby_partitions
@@ -2318,7 +2581,7 @@ def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_host = buf[pos] - 1
         pos += 1
@@ -2328,6 +2591,9 @@ def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -2337,7 +2603,10 @@ def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2353,7 +2622,10 @@ def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse_Endpoint.__new__(StreamsGroupHeartbeatResponse_Endpoint)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse_Endpoint.__new__(StreamsGroupHeartbeatResponse_Endpoint)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse_Endpoint)
     obj.host = f_host
     obj.port = f_port
     obj.unknown_tagged_fields = unknown
@@ -2394,7 +2666,7 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -2404,6 +2676,9 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -2413,7 +2688,10 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -2426,6 +2704,9 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -2433,6 +2714,8 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -2441,7 +2724,10 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse_TopicPartition.__new__(StreamsGroupHeartbeatResponse_TopicPartition)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse_TopicPartition.__new__(StreamsGroupHeartbeatResponse_TopicPartition)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse_TopicPartition)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -23,33 +24,33 @@ cdef class SyncGroupRequest(Message):
 cdef class SyncGroupResponse(Message):
     cdef public object throttle_time_ms, error_code, protocol_type, protocol_name, assignment, unknown_tagged_fields
 
-@_cy.locals(obj=SyncGroupRequest)
+@_cy.locals(obj=SyncGroupRequest, pos=Py_ssize_t)
 cpdef _dec_SyncGroupRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SyncGroupRequest_v0(SyncGroupRequest obj, bytearray out)
-@_cy.locals(obj=SyncGroupRequest)
+@_cy.locals(obj=SyncGroupRequest, pos=Py_ssize_t)
 cpdef _dec_SyncGroupRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SyncGroupRequest_v3(SyncGroupRequest obj, bytearray out)
-@_cy.locals(obj=SyncGroupRequest)
+@_cy.locals(obj=SyncGroupRequest, pos=Py_ssize_t)
 cpdef _dec_SyncGroupRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SyncGroupRequest_v4(SyncGroupRequest obj, bytearray out)
-@_cy.locals(obj=SyncGroupRequest)
+@_cy.locals(obj=SyncGroupRequest, pos=Py_ssize_t)
 cpdef _dec_SyncGroupRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SyncGroupRequest_v5(SyncGroupRequest obj, bytearray out)
-@_cy.locals(obj=SyncGroupRequest_SyncGroupRequestAssignment)
+@_cy.locals(obj=SyncGroupRequest_SyncGroupRequestAssignment, pos=Py_ssize_t)
 cdef _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(SyncGroupRequest_SyncGroupRequestAssignment obj, bytearray out)
-@_cy.locals(obj=SyncGroupRequest_SyncGroupRequestAssignment)
+@_cy.locals(obj=SyncGroupRequest_SyncGroupRequestAssignment, pos=Py_ssize_t)
 cdef _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(SyncGroupRequest_SyncGroupRequestAssignment obj, bytearray out)
-@_cy.locals(obj=SyncGroupResponse)
+@_cy.locals(obj=SyncGroupResponse, pos=Py_ssize_t)
 cpdef _dec_SyncGroupResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SyncGroupResponse_v0(SyncGroupResponse obj, bytearray out)
-@_cy.locals(obj=SyncGroupResponse)
+@_cy.locals(obj=SyncGroupResponse, pos=Py_ssize_t)
 cpdef _dec_SyncGroupResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SyncGroupResponse_v1(SyncGroupResponse obj, bytearray out)
-@_cy.locals(obj=SyncGroupResponse)
+@_cy.locals(obj=SyncGroupResponse, pos=Py_ssize_t)
 cpdef _dec_SyncGroupResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SyncGroupResponse_v4(SyncGroupResponse obj, bytearray out)
-@_cy.locals(obj=SyncGroupResponse)
+@_cy.locals(obj=SyncGroupResponse, pos=Py_ssize_t)
 cpdef _dec_SyncGroupResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_SyncGroupResponse_v5(SyncGroupResponse obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -63,9 +60,14 @@ _RUN_throttle_time_ms__assignment = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_SyncGroupRequest_v0(buf, cur, end):
     """Decode SyncGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -79,7 +81,10 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -97,7 +102,10 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -111,15 +119,19 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 6:
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6, 4)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
-    obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    else:
+        obj = _new(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
@@ -185,7 +197,7 @@ def _enc_SyncGroupRequest_v0(obj, out):
 
 def _dec_SyncGroupRequest_v3(buf, cur, end):
     """Decode SyncGroupRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -199,7 +211,10 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -217,7 +232,10 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -234,7 +252,10 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -250,15 +271,19 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 6:
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6, 4)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
-    obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    else:
+        obj = _new(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
@@ -337,7 +362,7 @@ def _enc_SyncGroupRequest_v3(obj, out):
 
 def _dec_SyncGroupRequest_v4(buf, cur, end):
     """Decode SyncGroupRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -347,6 +372,9 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -356,7 +384,10 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -376,6 +407,9 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -385,7 +419,10 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -398,6 +435,9 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -407,7 +447,10 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -422,26 +465,33 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('assignments', buf, pos, end)
         n_assignments = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignments = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignments, pos = _w.read_uvarint(buf, pos, end, 'assignments')
         n_assignments -= 1
     if n_assignments < 0 or n_assignments > (end - pos) // 3:
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 3, 1)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    if cython.compiled:
+        obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    else:
+        obj = _new(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
@@ -532,7 +582,7 @@ def _enc_SyncGroupRequest_v4(obj, out):
 
 def _dec_SyncGroupRequest_v5(buf, cur, end):
     """Decode SyncGroupRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -542,6 +592,9 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -551,7 +604,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -571,6 +627,9 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -580,7 +639,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -593,6 +655,9 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -602,7 +667,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -617,6 +685,9 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -626,7 +697,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -641,6 +715,9 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
         n_protocol_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
@@ -650,7 +727,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
@@ -665,26 +745,33 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('assignments', buf, pos, end)
         n_assignments = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignments = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignments, pos = _w.read_uvarint(buf, pos, end, 'assignments')
         n_assignments -= 1
     if n_assignments < 0 or n_assignments > (end - pos) // 3:
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 3, 1)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    if cython.compiled:
+        obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    else:
+        obj = _new(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
@@ -807,7 +894,7 @@ def _enc_SyncGroupRequest_v5(obj, out):
 
 def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
     """Decode SyncGroupRequest.SyncGroupRequestAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -821,7 +908,10 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -837,7 +927,10 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
         pos += n_assignment
     else:
         raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
-    obj = SyncGroupRequest_SyncGroupRequestAssignment.__new__(SyncGroupRequest_SyncGroupRequestAssignment)
+    if cython.compiled:
+        obj = SyncGroupRequest_SyncGroupRequestAssignment.__new__(SyncGroupRequest_SyncGroupRequestAssignment)
+    else:
+        obj = _new(SyncGroupRequest_SyncGroupRequestAssignment)
     obj.member_id = f_member_id
     obj.assignment = f_assignment
     obj.unknown_tagged_fields = []
@@ -880,7 +973,7 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
 
 def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
     """Decode SyncGroupRequest.SyncGroupRequestAssignment (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -890,6 +983,9 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -899,7 +995,10 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -912,6 +1011,9 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
             raise _w.bad_uvarint('assignment', buf, pos, end)
         n_assignment = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignment = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
         n_assignment -= 1
@@ -925,7 +1027,10 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SyncGroupRequest_SyncGroupRequestAssignment.__new__(SyncGroupRequest_SyncGroupRequestAssignment)
+    if cython.compiled:
+        obj = SyncGroupRequest_SyncGroupRequestAssignment.__new__(SyncGroupRequest_SyncGroupRequestAssignment)
+    else:
+        obj = _new(SyncGroupRequest_SyncGroupRequestAssignment)
     obj.member_id = f_member_id
     obj.assignment = f_assignment
     obj.unknown_tagged_fields = unknown
@@ -974,7 +1079,7 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
 
 def _dec_SyncGroupResponse_v0(buf, cur, end):
     """Decode SyncGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__assignment, pos, end)
     if cython.compiled:
@@ -988,7 +1093,10 @@ def _dec_SyncGroupResponse_v0(buf, cur, end):
         pos += n_assignment
     else:
         raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
-    obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    if cython.compiled:
+        obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    else:
+        obj = _new(SyncGroupResponse)
     obj.throttle_time_ms = 0
     obj.error_code = f_error_code
     obj.protocol_type = None
@@ -1020,7 +1128,7 @@ def _enc_SyncGroupResponse_v0(obj, out):
 
 def _dec_SyncGroupResponse_v1(buf, cur, end):
     """Decode SyncGroupResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__assignment, pos, end)
     if cython.compiled:
@@ -1035,7 +1143,10 @@ def _dec_SyncGroupResponse_v1(buf, cur, end):
         pos += n_assignment
     else:
         raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
-    obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    if cython.compiled:
+        obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    else:
+        obj = _new(SyncGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.protocol_type = None
@@ -1068,7 +1179,7 @@ def _enc_SyncGroupResponse_v1(obj, out):
 
 def _dec_SyncGroupResponse_v4(buf, cur, end):
     """Decode SyncGroupResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1086,6 +1197,9 @@ def _dec_SyncGroupResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('assignment', buf, pos, end)
         n_assignment = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignment = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
         n_assignment -= 1
@@ -1099,7 +1213,10 @@ def _dec_SyncGroupResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    if cython.compiled:
+        obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    else:
+        obj = _new(SyncGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.protocol_type = None
@@ -1141,7 +1258,7 @@ def _enc_SyncGroupResponse_v4(obj, out):
 
 def _dec_SyncGroupResponse_v5(buf, cur, end):
     """Decode SyncGroupResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1159,6 +1276,9 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -1168,7 +1288,10 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -1183,6 +1306,9 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
         n_protocol_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
@@ -1192,7 +1318,10 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
@@ -1207,6 +1336,9 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('assignment', buf, pos, end)
         n_assignment = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignment = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
         n_assignment -= 1
@@ -1220,7 +1352,10 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    if cython.compiled:
+        obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    else:
+        obj = _new(SyncGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.protocol_type = f_protocol_type

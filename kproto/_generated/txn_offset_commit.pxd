@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -32,48 +33,48 @@ cdef class TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(Struct):
 cdef class TxnOffsetCommitResponse(Message):
     cdef public object throttle_time_ms, topics, unknown_tagged_fields
 
-@_cy.locals(obj=TxnOffsetCommitRequest)
+@_cy.locals(obj=TxnOffsetCommitRequest, pos=Py_ssize_t)
 cpdef _dec_TxnOffsetCommitRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_TxnOffsetCommitRequest_v0(TxnOffsetCommitRequest obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitRequest)
+@_cy.locals(obj=TxnOffsetCommitRequest, pos=Py_ssize_t)
 cpdef _dec_TxnOffsetCommitRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_TxnOffsetCommitRequest_v2(TxnOffsetCommitRequest obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitRequest)
+@_cy.locals(obj=TxnOffsetCommitRequest, pos=Py_ssize_t)
 cpdef _dec_TxnOffsetCommitRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_TxnOffsetCommitRequest_v3(TxnOffsetCommitRequest obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, pos=Py_ssize_t)
 cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, pos=Py_ssize_t)
 cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, pos=Py_ssize_t)
 cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, pos=Py_ssize_t)
 cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, pos=Py_ssize_t)
 cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, pos=Py_ssize_t)
 cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitResponse)
+@_cy.locals(obj=TxnOffsetCommitResponse, pos=Py_ssize_t)
 cpdef _dec_TxnOffsetCommitResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_TxnOffsetCommitResponse_v0(TxnOffsetCommitResponse obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitResponse)
+@_cy.locals(obj=TxnOffsetCommitResponse, pos=Py_ssize_t)
 cpdef _dec_TxnOffsetCommitResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_TxnOffsetCommitResponse_v3(TxnOffsetCommitResponse obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, pos=Py_ssize_t)
 cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, pos=Py_ssize_t)
 cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, pos=Py_ssize_t)
 cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition obj, bytearray out)
-@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, pos=Py_ssize_t)
 cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition obj, bytearray out)

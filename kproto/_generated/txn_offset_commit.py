@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -68,9 +65,14 @@ _RUN_throttle_time_ms__topics = (('throttle_time_ms', 0, 4), ('topics', 4, 4))
 _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
     """Decode TxnOffsetCommitRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -84,7 +86,10 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
@@ -101,7 +106,10 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -117,15 +125,19 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    else:
+        obj = _new(TxnOffsetCommitRequest)
     obj.transactional_id = f_transactional_id
     obj.group_id = f_group_id
     obj.producer_id = f_producer_id
@@ -197,7 +209,7 @@ def _enc_TxnOffsetCommitRequest_v0(obj, out):
 
 def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
     """Decode TxnOffsetCommitRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -211,7 +223,10 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
@@ -228,7 +243,10 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -244,15 +262,19 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    else:
+        obj = _new(TxnOffsetCommitRequest)
     obj.transactional_id = f_transactional_id
     obj.group_id = f_group_id
     obj.producer_id = f_producer_id
@@ -324,7 +346,7 @@ def _enc_TxnOffsetCommitRequest_v2(obj, out):
 
 def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
     """Decode TxnOffsetCommitRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -334,6 +356,9 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -343,7 +368,10 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -356,6 +384,9 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -365,7 +396,10 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -387,6 +421,9 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -396,7 +433,10 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -409,6 +449,9 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -418,7 +461,10 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -433,26 +479,33 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    else:
+        obj = _new(TxnOffsetCommitRequest)
     obj.transactional_id = f_transactional_id
     obj.group_id = f_group_id
     obj.producer_id = f_producer_id
@@ -562,7 +615,7 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -576,7 +629,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -590,15 +646,19 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -641,7 +701,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -655,7 +715,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -669,15 +732,19 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -720,7 +787,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -730,6 +797,9 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -739,7 +809,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -752,26 +825,33 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -820,7 +900,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
     if cython.compiled:
@@ -836,13 +916,19 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
         raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = -1
@@ -877,7 +963,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
     if cython.compiled:
@@ -894,13 +980,19 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
         raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -936,7 +1028,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:
@@ -955,6 +1047,9 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end
             raise _w.bad_uvarint('committed_metadata', buf, pos, end)
         n_committed_metadata = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_committed_metadata = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_committed_metadata, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
         n_committed_metadata -= 1
@@ -964,7 +1059,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
@@ -975,7 +1073,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -1020,7 +1121,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(obj, out):
 
 def _dec_TxnOffsetCommitResponse_v0(buf, cur, end):
     """Decode TxnOffsetCommitResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1032,15 +1133,19 @@ def _dec_TxnOffsetCommitResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = TxnOffsetCommitResponse.__new__(TxnOffsetCommitResponse)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse.__new__(TxnOffsetCommitResponse)
+    else:
+        obj = _new(TxnOffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1069,7 +1174,7 @@ def _enc_TxnOffsetCommitResponse_v0(obj, out):
 
 def _dec_TxnOffsetCommitResponse_v3(buf, cur, end):
     """Decode TxnOffsetCommitResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1086,26 +1191,33 @@ def _dec_TxnOffsetCommitResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitResponse.__new__(TxnOffsetCommitResponse)
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse.__new__(TxnOffsetCommitResponse)
+    else:
+        obj = _new(TxnOffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -1143,7 +1255,7 @@ def _enc_TxnOffsetCommitResponse_v3(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1157,7 +1269,10 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1171,15 +1286,19 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    else:
+        obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1222,7 +1341,7 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1232,6 +1351,9 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1241,7 +1363,10 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1254,26 +1379,33 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    else:
+        obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1322,7 +1454,7 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1331,7 +1463,10 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(buf, cur, e
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+    else:
+        obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
@@ -1353,7 +1488,7 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1367,7 +1502,10 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(buf, cur, e
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+    else:
+        obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

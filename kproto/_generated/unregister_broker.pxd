@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -20,9 +21,9 @@ cdef class UnregisterBrokerRequest(Message):
 cdef class UnregisterBrokerResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, unknown_tagged_fields
 
-@_cy.locals(obj=UnregisterBrokerRequest)
+@_cy.locals(obj=UnregisterBrokerRequest, pos=Py_ssize_t)
 cpdef _dec_UnregisterBrokerRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_UnregisterBrokerRequest_v0(UnregisterBrokerRequest obj, bytearray out)
-@_cy.locals(obj=UnregisterBrokerResponse)
+@_cy.locals(obj=UnregisterBrokerResponse, pos=Py_ssize_t)
 cpdef _dec_UnregisterBrokerResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_UnregisterBrokerResponse_v0(UnregisterBrokerResponse obj, bytearray out)

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -26,24 +27,24 @@ cdef class UpdateFeaturesResponse_UpdatableFeatureResult(Struct):
 cdef class UpdateFeaturesResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, results, unknown_tagged_fields
 
-@_cy.locals(obj=UpdateFeaturesRequest)
+@_cy.locals(obj=UpdateFeaturesRequest, pos=Py_ssize_t)
 cpdef _dec_UpdateFeaturesRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_UpdateFeaturesRequest_v0(UpdateFeaturesRequest obj, bytearray out)
-@_cy.locals(obj=UpdateFeaturesRequest)
+@_cy.locals(obj=UpdateFeaturesRequest, pos=Py_ssize_t)
 cpdef _dec_UpdateFeaturesRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_UpdateFeaturesRequest_v1(UpdateFeaturesRequest obj, bytearray out)
-@_cy.locals(obj=UpdateFeaturesRequest_FeatureUpdateKey)
+@_cy.locals(obj=UpdateFeaturesRequest_FeatureUpdateKey, pos=Py_ssize_t)
 cdef _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(UpdateFeaturesRequest_FeatureUpdateKey obj, bytearray out)
-@_cy.locals(obj=UpdateFeaturesRequest_FeatureUpdateKey)
+@_cy.locals(obj=UpdateFeaturesRequest_FeatureUpdateKey, pos=Py_ssize_t)
 cdef _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(UpdateFeaturesRequest_FeatureUpdateKey obj, bytearray out)
-@_cy.locals(obj=UpdateFeaturesResponse)
+@_cy.locals(obj=UpdateFeaturesResponse, pos=Py_ssize_t)
 cpdef _dec_UpdateFeaturesResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_UpdateFeaturesResponse_v0(UpdateFeaturesResponse obj, bytearray out)
-@_cy.locals(obj=UpdateFeaturesResponse)
+@_cy.locals(obj=UpdateFeaturesResponse, pos=Py_ssize_t)
 cpdef _dec_UpdateFeaturesResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_UpdateFeaturesResponse_v2(UpdateFeaturesResponse obj, bytearray out)
-@_cy.locals(obj=UpdateFeaturesResponse_UpdatableFeatureResult)
+@_cy.locals(obj=UpdateFeaturesResponse_UpdatableFeatureResult, pos=Py_ssize_t)
 cdef _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(UpdateFeaturesResponse_UpdatableFeatureResult obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,9 +58,14 @@ _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 _RUN_validate_only = (('validate_only', 0, 1),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_UpdateFeaturesRequest_v0(buf, cur, end):
     """Decode UpdateFeaturesRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -80,26 +82,33 @@ def _dec_UpdateFeaturesRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('feature_updates', buf, pos, end)
         n_feature_updates = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature_updates = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_feature_updates, pos = _w.read_uvarint(buf, pos, end, 'feature_updates')
         n_feature_updates -= 1
     if n_feature_updates < 0 or n_feature_updates > (end - pos) // 5:
         raise _w.bad_count('feature_updates', pos - 1, n_feature_updates, end, 5, 1)
     f_feature_updates = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_feature_updates):
-            f_feature_updates.append(_dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("feature_updates[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_feature_updates:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_feature_updates):
+                f_feature_updates.append(_dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("feature_updates[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesRequest.__new__(UpdateFeaturesRequest)
+    if cython.compiled:
+        obj = UpdateFeaturesRequest.__new__(UpdateFeaturesRequest)
+    else:
+        obj = _new(UpdateFeaturesRequest)
     obj.timeout_ms = f_timeout_ms
     obj.feature_updates = f_feature_updates
     obj.validate_only = False
@@ -140,7 +149,7 @@ def _enc_UpdateFeaturesRequest_v0(obj, out):
 
 def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
     """Decode UpdateFeaturesRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -157,20 +166,24 @@ def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('feature_updates', buf, pos, end)
         n_feature_updates = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature_updates = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_feature_updates, pos = _w.read_uvarint(buf, pos, end, 'feature_updates')
         n_feature_updates -= 1
     if n_feature_updates < 0 or n_feature_updates > (end - pos) // 5:
         raise _w.bad_count('feature_updates', pos - 1, n_feature_updates, end, 5, 1)
     f_feature_updates = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_feature_updates):
-            f_feature_updates.append(_dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("feature_updates[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_feature_updates:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_feature_updates):
+                f_feature_updates.append(_dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("feature_updates[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -186,7 +199,10 @@ def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesRequest.__new__(UpdateFeaturesRequest)
+    if cython.compiled:
+        obj = UpdateFeaturesRequest.__new__(UpdateFeaturesRequest)
+    else:
+        obj = _new(UpdateFeaturesRequest)
     obj.timeout_ms = f_timeout_ms
     obj.feature_updates = f_feature_updates
     obj.validate_only = b_validate_only
@@ -230,7 +246,7 @@ def _enc_UpdateFeaturesRequest_v1(obj, out):
 
 def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
     """Decode UpdateFeaturesRequest.FeatureUpdateKey (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_feature = buf[pos] - 1
         pos += 1
@@ -240,6 +256,9 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
             raise _w.bad_uvarint('feature', buf, pos, end)
         n_feature = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
@@ -249,7 +268,10 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
             if f_feature is None:
                 raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
         else:
-            f_feature = _w.utf8(buf, pos, n_feature, 'feature')
+            try:
+                f_feature = buf[pos:pos + n_feature].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('feature', pos, exc) from None
         pos += n_feature
     else:
         raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
@@ -269,7 +291,10 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesRequest_FeatureUpdateKey.__new__(UpdateFeaturesRequest_FeatureUpdateKey)
+    if cython.compiled:
+        obj = UpdateFeaturesRequest_FeatureUpdateKey.__new__(UpdateFeaturesRequest_FeatureUpdateKey)
+    else:
+        obj = _new(UpdateFeaturesRequest_FeatureUpdateKey)
     obj.feature = f_feature
     obj.max_version_level = f_max_version_level
     obj.allow_downgrade = b_allow_downgrade
@@ -315,7 +340,7 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(obj, out):
 
 def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
     """Decode UpdateFeaturesRequest.FeatureUpdateKey (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_feature = buf[pos] - 1
         pos += 1
@@ -325,6 +350,9 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
             raise _w.bad_uvarint('feature', buf, pos, end)
         n_feature = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
@@ -334,7 +362,10 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
             if f_feature is None:
                 raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
         else:
-            f_feature = _w.utf8(buf, pos, n_feature, 'feature')
+            try:
+                f_feature = buf[pos:pos + n_feature].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('feature', pos, exc) from None
         pos += n_feature
     else:
         raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
@@ -351,7 +382,10 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesRequest_FeatureUpdateKey.__new__(UpdateFeaturesRequest_FeatureUpdateKey)
+    if cython.compiled:
+        obj = UpdateFeaturesRequest_FeatureUpdateKey.__new__(UpdateFeaturesRequest_FeatureUpdateKey)
+    else:
+        obj = _new(UpdateFeaturesRequest_FeatureUpdateKey)
     obj.feature = f_feature
     obj.max_version_level = f_max_version_level
     obj.allow_downgrade = False
@@ -397,7 +431,7 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(obj, out):
 
 def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
     """Decode UpdateFeaturesResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -415,6 +449,9 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -424,7 +461,10 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -439,26 +479,33 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesResponse.__new__(UpdateFeaturesResponse)
+    if cython.compiled:
+        obj = UpdateFeaturesResponse.__new__(UpdateFeaturesResponse)
+    else:
+        obj = _new(UpdateFeaturesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -515,7 +562,7 @@ def _enc_UpdateFeaturesResponse_v0(obj, out):
 
 def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
     """Decode UpdateFeaturesResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -533,6 +580,9 @@ def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -542,7 +592,10 @@ def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -553,7 +606,10 @@ def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesResponse.__new__(UpdateFeaturesResponse)
+    if cython.compiled:
+        obj = UpdateFeaturesResponse.__new__(UpdateFeaturesResponse)
+    else:
+        obj = _new(UpdateFeaturesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -597,7 +653,7 @@ def _enc_UpdateFeaturesResponse_v2(obj, out):
 
 def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
     """Decode UpdateFeaturesResponse.UpdatableFeatureResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_feature = buf[pos] - 1
         pos += 1
@@ -607,6 +663,9 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
             raise _w.bad_uvarint('feature', buf, pos, end)
         n_feature = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
@@ -616,7 +675,10 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
             if f_feature is None:
                 raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
         else:
-            f_feature = _w.utf8(buf, pos, n_feature, 'feature')
+            try:
+                f_feature = buf[pos:pos + n_feature].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('feature', pos, exc) from None
         pos += n_feature
     else:
         raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
@@ -636,6 +698,9 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -645,7 +710,10 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -656,7 +724,10 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesResponse_UpdatableFeatureResult.__new__(UpdateFeaturesResponse_UpdatableFeatureResult)
+    if cython.compiled:
+        obj = UpdateFeaturesResponse_UpdatableFeatureResult.__new__(UpdateFeaturesResponse_UpdatableFeatureResult)
+    else:
+        obj = _new(UpdateFeaturesResponse_UpdatableFeatureResult)
     obj.feature = f_feature
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -83,9 +80,15 @@ _RUN_zk_version = (('zk_version', 0, 4),)
 _RUN_zk_version__replicas = (('zk_version', 0, 4), ('replicas', 4, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_UpdateMetadataRequest_v0(buf, cur, end):
     """Decode UpdateMetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -98,14 +101,15 @@ def _dec_UpdateMetadataRequest_v0(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -116,15 +120,19 @@ def _dec_UpdateMetadataRequest_v0(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -178,7 +186,7 @@ def _enc_UpdateMetadataRequest_v0(obj, out):
 
 def _dec_UpdateMetadataRequest_v1(buf, cur, end):
     """Decode UpdateMetadataRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -191,14 +199,15 @@ def _dec_UpdateMetadataRequest_v1(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -209,15 +218,19 @@ def _dec_UpdateMetadataRequest_v1(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 8:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 8, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -271,7 +284,7 @@ def _enc_UpdateMetadataRequest_v1(obj, out):
 
 def _dec_UpdateMetadataRequest_v2(buf, cur, end):
     """Decode UpdateMetadataRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -284,14 +297,15 @@ def _dec_UpdateMetadataRequest_v2(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -302,15 +316,19 @@ def _dec_UpdateMetadataRequest_v2(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -364,7 +382,7 @@ def _enc_UpdateMetadataRequest_v2(obj, out):
 
 def _dec_UpdateMetadataRequest_v3(buf, cur, end):
     """Decode UpdateMetadataRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -377,14 +395,15 @@ def _dec_UpdateMetadataRequest_v3(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -395,15 +414,19 @@ def _dec_UpdateMetadataRequest_v3(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -457,7 +480,7 @@ def _enc_UpdateMetadataRequest_v3(obj, out):
 
 def _dec_UpdateMetadataRequest_v4(buf, cur, end):
     """Decode UpdateMetadataRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -470,14 +493,15 @@ def _dec_UpdateMetadataRequest_v4(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 34:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 34, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -488,15 +512,19 @@ def _dec_UpdateMetadataRequest_v4(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -550,7 +578,7 @@ def _enc_UpdateMetadataRequest_v4(obj, out):
 
 def _dec_UpdateMetadataRequest_v5(buf, cur, end):
     """Decode UpdateMetadataRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
     if cython.compiled:
@@ -564,14 +592,15 @@ def _dec_UpdateMetadataRequest_v5(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 6:
         raise _w.bad_count('topic_states', pos - 4, n_topic_states, end, 6, 4)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -582,15 +611,19 @@ def _dec_UpdateMetadataRequest_v5(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -645,7 +678,7 @@ def _enc_UpdateMetadataRequest_v5(obj, out):
 
 def _dec_UpdateMetadataRequest_v6(buf, cur, end):
     """Decode UpdateMetadataRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -664,20 +697,24 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_brokers = buf[pos] - 1
         pos += 1
@@ -687,26 +724,33 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('live_brokers', buf, pos, end)
         n_live_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_live_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_live_brokers, pos = _w.read_uvarint(buf, pos, end, 'live_brokers')
         n_live_brokers -= 1
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 7:
         raise _w.bad_count('live_brokers', pos - 1, n_live_brokers, end, 7, 1)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -771,7 +815,7 @@ def _enc_UpdateMetadataRequest_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_v7(buf, cur, end):
     """Decode UpdateMetadataRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -790,20 +834,24 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_brokers = buf[pos] - 1
         pos += 1
@@ -813,26 +861,33 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
             raise _w.bad_uvarint('live_brokers', buf, pos, end)
         n_live_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_live_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_live_brokers, pos = _w.read_uvarint(buf, pos, end, 'live_brokers')
         n_live_brokers -= 1
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 7:
         raise _w.bad_count('live_brokers', pos - 1, n_live_brokers, end, 7, 1)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -897,7 +952,7 @@ def _enc_UpdateMetadataRequest_v7(obj, out):
 
 def _dec_UpdateMetadataRequest_v8(buf, cur, end):
     """Decode UpdateMetadataRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__broker_epoch_2, pos, end)
     if cython.compiled:
@@ -920,20 +975,24 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_brokers = buf[pos] - 1
         pos += 1
@@ -943,20 +1002,24 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('live_brokers', buf, pos, end)
         n_live_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_live_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_live_brokers, pos = _w.read_uvarint(buf, pos, end, 'live_brokers')
         n_live_brokers -= 1
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 7:
         raise _w.bad_count('live_brokers', pos - 1, n_live_brokers, end, 7, 1)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     f_type = 0
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -975,7 +1038,10 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('type', 0, pos, t_end)
         pos = after
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = b_is_k_raft_controller
     obj.type = f_type
@@ -1046,7 +1112,7 @@ def _enc_UpdateMetadataRequest_v8(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1060,7 +1126,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1079,6 +1148,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1094,10 +1165,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
-    obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1172,7 +1248,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1186,7 +1262,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1205,6 +1284,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1220,6 +1301,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1234,10 +1317,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
-    obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1328,7 +1416,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1344,6 +1432,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1359,6 +1449,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1373,10 +1465,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
-    obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1452,7 +1549,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1472,6 +1569,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
             raise _w.bad_uvarint('isr', buf, pos, end)
         n_isr = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_isr = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_isr, pos = _w.read_uvarint(buf, pos, end, 'isr')
         n_isr -= 1
@@ -1479,6 +1579,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
         raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1498,6 +1600,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
             raise _w.bad_uvarint('replicas', buf, pos, end)
         n_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_replicas, pos = _w.read_uvarint(buf, pos, end, 'replicas')
         n_replicas -= 1
@@ -1505,6 +1610,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
         raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1517,6 +1624,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
             raise _w.bad_uvarint('offline_replicas', buf, pos, end)
         n_offline_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_offline_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_offline_replicas, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
         n_offline_replicas -= 1
@@ -1524,6 +1634,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas, end, 4, 1)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
@@ -1532,7 +1644,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1623,7 +1738,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1637,7 +1752,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1651,15 +1769,19 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 32:
         raise _w.bad_count('partition_states', pos - 4, n_partition_states, end, 32, 4)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
-    obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
@@ -1703,7 +1825,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v5(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1713,6 +1835,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -1722,7 +1847,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1735,26 +1863,33 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
             raise _w.bad_uvarint('partition_states', buf, pos, end)
         n_partition_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_states, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
         n_partition_states -= 1
     if n_partition_states < 0 or n_partition_states > (end - pos) // 24:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 24, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
@@ -1804,7 +1939,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1814,6 +1949,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -1823,7 +1961,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1840,26 +1981,33 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
             raise _w.bad_uvarint('partition_states', buf, pos, end)
         n_partition_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_states, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
         n_partition_states -= 1
     if n_partition_states < 0 or n_partition_states > (end - pos) // 24:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 24, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partition_states = f_partition_states
@@ -1910,7 +2058,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_id__v0_host, pos, end)
     if cython.compiled:
@@ -1925,7 +2073,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
             if f_v0_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_v0_host, 'v0_host')
         else:
-            f_v0_host = _w.utf8(buf, pos, n_v0_host, 'v0_host')
+            try:
+                f_v0_host = buf[pos:pos + n_v0_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('v0_host', pos, exc) from None
         pos += n_v0_host
     else:
         raise _w.bad_sized('v0_host', pos, n_v0_host, end, 2, False)
@@ -1936,7 +2087,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
     else:
         f_v0_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = f_v0_host
     obj.v0_port = f_v0_port
@@ -1976,7 +2130,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_id__endpoints, pos, end)
     if cython.compiled:
@@ -1988,15 +2142,19 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 8:
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 8, 4)
     f_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_endpoints):
-            f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("endpoints[%d]" % i)
-    pos = cur.pos
-    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    if cython.compiled or n_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_endpoints):
+                f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
     obj.v0_port = 0
@@ -2028,7 +2186,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_id__endpoints, pos, end)
     if cython.compiled:
@@ -2040,14 +2198,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 8:
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 8, 4)
     f_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_endpoints):
-            f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_endpoints):
+                f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_rack, pos, end)
     if cython.compiled:
@@ -2061,13 +2220,19 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
         raise _w.bad_sized('rack', pos, n_rack, end, 2, True)
-    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
     obj.v0_port = 0
@@ -2114,7 +2279,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v2(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_id__endpoints, pos, end)
     if cython.compiled:
@@ -2126,14 +2291,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 10:
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 10, 4)
     f_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_endpoints):
-            f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_endpoints):
+                f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_rack, pos, end)
     if cython.compiled:
@@ -2147,13 +2313,19 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
         raise _w.bad_sized('rack', pos, n_rack, end, 2, True)
-    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
     obj.v0_port = 0
@@ -2200,7 +2372,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v3(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_id, pos, end)
     if cython.compiled:
@@ -2217,20 +2389,24 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
             raise _w.bad_uvarint('endpoints', buf, pos, end)
         n_endpoints = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_endpoints, pos = _w.read_uvarint(buf, pos, end, 'endpoints')
         n_endpoints -= 1
     if n_endpoints < 0 or n_endpoints > (end - pos) // 9:
         raise _w.bad_count('endpoints', pos - 1, n_endpoints, end, 9, 1)
     f_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_endpoints):
-            f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_endpoints):
+                f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack = buf[pos] - 1
         pos += 1
@@ -2240,6 +2416,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -2249,7 +2428,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -2260,7 +2442,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
     obj.v0_port = 0
@@ -2317,7 +2502,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_port__host, pos, end)
     if cython.compiled:
@@ -2332,7 +2517,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2343,7 +2531,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
     else:
         f_security_protocol = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
     obj.port = f_port
     obj.host = f_host
     obj.listener = ''
@@ -2382,7 +2573,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_port__host, pos, end)
     if cython.compiled:
@@ -2397,7 +2588,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2414,7 +2608,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
             if f_listener is None:
                 raise _w.bad_utf8_at(buf, pos, n_listener, 'listener')
         else:
-            f_listener = _w.utf8(buf, pos, n_listener, 'listener')
+            try:
+                f_listener = buf[pos:pos + n_listener].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('listener', pos, exc) from None
         pos += n_listener
     else:
         raise _w.bad_sized('listener', pos, n_listener, end, 2, False)
@@ -2425,7 +2622,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
     else:
         f_security_protocol = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
     obj.port = f_port
     obj.host = f_host
     obj.listener = f_listener
@@ -2479,7 +2679,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -2496,6 +2696,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -2505,7 +2708,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2518,6 +2724,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
             raise _w.bad_uvarint('listener', buf, pos, end)
         n_listener = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listener = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_listener, pos = _w.read_uvarint(buf, pos, end, 'listener')
         n_listener -= 1
@@ -2527,7 +2736,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
             if f_listener is None:
                 raise _w.bad_utf8_at(buf, pos, n_listener, 'listener')
         else:
-            f_listener = _w.utf8(buf, pos, n_listener, 'listener')
+            try:
+                f_listener = buf[pos:pos + n_listener].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('listener', pos, exc) from None
         pos += n_listener
     else:
         raise _w.bad_sized('listener', pos, n_listener, end, 1, False)
@@ -2543,7 +2755,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
     obj.port = f_port
     obj.host = f_host
     obj.listener = f_listener
@@ -2607,7 +2822,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
 
 def _dec_UpdateMetadataResponse_v0(buf, cur, end):
     """Decode UpdateMetadataResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2615,7 +2830,10 @@ def _dec_UpdateMetadataResponse_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = UpdateMetadataResponse.__new__(UpdateMetadataResponse)
+    if cython.compiled:
+        obj = UpdateMetadataResponse.__new__(UpdateMetadataResponse)
+    else:
+        obj = _new(UpdateMetadataResponse)
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -2635,7 +2853,7 @@ def _enc_UpdateMetadataResponse_v0(obj, out):
 
 def _dec_UpdateMetadataResponse_v6(buf, cur, end):
     """Decode UpdateMetadataResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2648,7 +2866,10 @@ def _dec_UpdateMetadataResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataResponse.__new__(UpdateMetadataResponse)
+    if cython.compiled:
+        obj = UpdateMetadataResponse.__new__(UpdateMetadataResponse)
+    else:
+        obj = _new(UpdateMetadataResponse)
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown
     cur.pos = pos

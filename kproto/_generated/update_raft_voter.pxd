@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -29,18 +30,18 @@ cdef class UpdateRaftVoterResponse_CurrentLeader(Struct):
 cdef class UpdateRaftVoterResponse(Message):
     cdef public object throttle_time_ms, error_code, current_leader, unknown_tagged_fields
 
-@_cy.locals(obj=UpdateRaftVoterRequest)
+@_cy.locals(obj=UpdateRaftVoterRequest, pos=Py_ssize_t)
 cpdef _dec_UpdateRaftVoterRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_UpdateRaftVoterRequest_v0(UpdateRaftVoterRequest obj, bytearray out)
-@_cy.locals(obj=UpdateRaftVoterRequest_Listener)
+@_cy.locals(obj=UpdateRaftVoterRequest_Listener, pos=Py_ssize_t)
 cdef _dec_UpdateRaftVoterRequest_Listener_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_UpdateRaftVoterRequest_Listener_v0(UpdateRaftVoterRequest_Listener obj, bytearray out)
-@_cy.locals(obj=UpdateRaftVoterRequest_KRaftVersionFeature)
+@_cy.locals(obj=UpdateRaftVoterRequest_KRaftVersionFeature, pos=Py_ssize_t)
 cdef _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_UpdateRaftVoterRequest_KRaftVersionFeature_v0(UpdateRaftVoterRequest_KRaftVersionFeature obj, bytearray out)
-@_cy.locals(obj=UpdateRaftVoterResponse)
+@_cy.locals(obj=UpdateRaftVoterResponse, pos=Py_ssize_t)
 cpdef _dec_UpdateRaftVoterResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_UpdateRaftVoterResponse_v0(UpdateRaftVoterResponse obj, bytearray out)
-@_cy.locals(obj=UpdateRaftVoterResponse_CurrentLeader)
+@_cy.locals(obj=UpdateRaftVoterResponse_CurrentLeader, pos=Py_ssize_t)
 cdef _dec_UpdateRaftVoterResponse_CurrentLeader_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_UpdateRaftVoterResponse_CurrentLeader_v0(UpdateRaftVoterResponse_CurrentLeader obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -59,9 +56,14 @@ _RUN_port_2 = (('port', 0, 4),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
     """Decode UpdateRaftVoterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -71,6 +73,9 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -80,7 +85,10 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -107,20 +115,24 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('listeners', buf, pos, end)
         n_listeners = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
         n_listeners -= 1
     if n_listeners < 0 or n_listeners > (end - pos) // 5:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     cur.pos = pos
     try:
         f_k_raft_version_feature = _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(buf, cur, end)
@@ -132,7 +144,10 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateRaftVoterRequest.__new__(UpdateRaftVoterRequest)
+    if cython.compiled:
+        obj = UpdateRaftVoterRequest.__new__(UpdateRaftVoterRequest)
+    else:
+        obj = _new(UpdateRaftVoterRequest)
     obj.cluster_id = f_cluster_id
     obj.current_leader_epoch = f_current_leader_epoch
     obj.voter_id = f_voter_id
@@ -194,7 +209,7 @@ def _enc_UpdateRaftVoterRequest_v0(obj, out):
 
 def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
     """Decode UpdateRaftVoterRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -204,6 +219,9 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -213,7 +231,10 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -226,6 +247,9 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -235,7 +259,10 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -251,7 +278,10 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateRaftVoterRequest_Listener.__new__(UpdateRaftVoterRequest_Listener)
+    if cython.compiled:
+        obj = UpdateRaftVoterRequest_Listener.__new__(UpdateRaftVoterRequest_Listener)
+    else:
+        obj = _new(UpdateRaftVoterRequest_Listener)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port
@@ -309,7 +339,7 @@ def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
 
 def _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(buf, cur, end):
     """Decode UpdateRaftVoterRequest.KRaftVersionFeature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
     if cython.compiled:
@@ -323,7 +353,10 @@ def _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateRaftVoterRequest_KRaftVersionFeature.__new__(UpdateRaftVoterRequest_KRaftVersionFeature)
+    if cython.compiled:
+        obj = UpdateRaftVoterRequest_KRaftVersionFeature.__new__(UpdateRaftVoterRequest_KRaftVersionFeature)
+    else:
+        obj = _new(UpdateRaftVoterRequest_KRaftVersionFeature)
     obj.min_supported_version = f_min_supported_version
     obj.max_supported_version = f_max_supported_version
     obj.unknown_tagged_fields = unknown
@@ -349,7 +382,7 @@ def _enc_UpdateRaftVoterRequest_KRaftVersionFeature_v0(obj, out):
 
 def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
     """Decode UpdateRaftVoterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -358,7 +391,16 @@ def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    f_current_leader = UpdateRaftVoterResponse_CurrentLeader()
+    if cython.compiled:
+        f_current_leader = UpdateRaftVoterResponse_CurrentLeader()
+    else:
+        d = _new(UpdateRaftVoterResponse_CurrentLeader)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.host = ''
+        d.port = 0
+        d.unknown_tagged_fields = []
+        f_current_leader = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -375,7 +417,10 @@ def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('current_leader', 0, pos, t_end)
         pos = after
-    obj = UpdateRaftVoterResponse.__new__(UpdateRaftVoterResponse)
+    if cython.compiled:
+        obj = UpdateRaftVoterResponse.__new__(UpdateRaftVoterResponse)
+    else:
+        obj = _new(UpdateRaftVoterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.current_leader = f_current_leader
@@ -408,7 +453,7 @@ def _enc_UpdateRaftVoterResponse_v0(obj, out):
 
 def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
     """Decode UpdateRaftVoterResponse.CurrentLeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -426,6 +471,9 @@ def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -435,7 +483,10 @@ def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -451,7 +502,10 @@ def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateRaftVoterResponse_CurrentLeader.__new__(UpdateRaftVoterResponse_CurrentLeader)
+    if cython.compiled:
+        obj = UpdateRaftVoterResponse_CurrentLeader.__new__(UpdateRaftVoterResponse_CurrentLeader)
+    else:
+        obj = _new(UpdateRaftVoterResponse_CurrentLeader)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.host = f_host

@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -35,45 +36,45 @@ cdef class VoteResponse_NodeEndpoint(Struct):
 cdef class VoteResponse(Message):
     cdef public object error_code, topics, node_endpoints, unknown_tagged_fields
 
-@_cy.locals(obj=VoteRequest)
+@_cy.locals(obj=VoteRequest, pos=Py_ssize_t)
 cpdef _dec_VoteRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_VoteRequest_v0(VoteRequest obj, bytearray out)
-@_cy.locals(obj=VoteRequest)
+@_cy.locals(obj=VoteRequest, pos=Py_ssize_t)
 cpdef _dec_VoteRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_VoteRequest_v1(VoteRequest obj, bytearray out)
-@_cy.locals(obj=VoteRequest)
+@_cy.locals(obj=VoteRequest, pos=Py_ssize_t)
 cpdef _dec_VoteRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_VoteRequest_v2(VoteRequest obj, bytearray out)
-@_cy.locals(obj=VoteRequest_TopicData)
+@_cy.locals(obj=VoteRequest_TopicData, pos=Py_ssize_t)
 cdef _dec_VoteRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_VoteRequest_TopicData_v0(VoteRequest_TopicData obj, bytearray out)
-@_cy.locals(obj=VoteRequest_TopicData)
+@_cy.locals(obj=VoteRequest_TopicData, pos=Py_ssize_t)
 cdef _dec_VoteRequest_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_VoteRequest_TopicData_v1(VoteRequest_TopicData obj, bytearray out)
-@_cy.locals(obj=VoteRequest_TopicData)
+@_cy.locals(obj=VoteRequest_TopicData, pos=Py_ssize_t)
 cdef _dec_VoteRequest_TopicData_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_VoteRequest_TopicData_v2(VoteRequest_TopicData obj, bytearray out)
-@_cy.locals(obj=VoteRequest_PartitionData)
+@_cy.locals(obj=VoteRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_VoteRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_VoteRequest_PartitionData_v0(VoteRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=VoteRequest_PartitionData)
+@_cy.locals(obj=VoteRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_VoteRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_VoteRequest_PartitionData_v1(VoteRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=VoteRequest_PartitionData)
+@_cy.locals(obj=VoteRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_VoteRequest_PartitionData_v2(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_VoteRequest_PartitionData_v2(VoteRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=VoteResponse)
+@_cy.locals(obj=VoteResponse, pos=Py_ssize_t)
 cpdef _dec_VoteResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_VoteResponse_v0(VoteResponse obj, bytearray out)
-@_cy.locals(obj=VoteResponse)
+@_cy.locals(obj=VoteResponse, pos=Py_ssize_t)
 cpdef _dec_VoteResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_VoteResponse_v1(VoteResponse obj, bytearray out)
-@_cy.locals(obj=VoteResponse_TopicData)
+@_cy.locals(obj=VoteResponse_TopicData, pos=Py_ssize_t)
 cdef _dec_VoteResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_VoteResponse_TopicData_v0(VoteResponse_TopicData obj, bytearray out)
-@_cy.locals(obj=VoteResponse_PartitionData)
+@_cy.locals(obj=VoteResponse_PartitionData, pos=Py_ssize_t)
 cdef _dec_VoteResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_VoteResponse_PartitionData_v0(VoteResponse_PartitionData obj, bytearray out)
-@_cy.locals(obj=VoteResponse_NodeEndpoint)
+@_cy.locals(obj=VoteResponse_NodeEndpoint, pos=Py_ssize_t)
 cdef _dec_VoteResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_VoteResponse_NodeEndpoint_v1(VoteResponse_NodeEndpoint obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -67,9 +64,14 @@ _RUN_port = (('port', 0, 2),)
 _RUN_voter_id = (('voter_id', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_VoteRequest_v0(buf, cur, end):
     """Decode VoteRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -79,6 +81,9 @@ def _dec_VoteRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -88,7 +93,10 @@ def _dec_VoteRequest_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -103,26 +111,33 @@ def _dec_VoteRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_VoteRequest_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_VoteRequest_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest.__new__(VoteRequest)
+    if cython.compiled:
+        obj = VoteRequest.__new__(VoteRequest)
+    else:
+        obj = _new(VoteRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = -1
     obj.topics = f_topics
@@ -172,7 +187,7 @@ def _enc_VoteRequest_v0(obj, out):
 
 def _dec_VoteRequest_v1(buf, cur, end):
     """Decode VoteRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -182,6 +197,9 @@ def _dec_VoteRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -191,7 +209,10 @@ def _dec_VoteRequest_v1(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -213,26 +234,33 @@ def _dec_VoteRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_VoteRequest_TopicData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_VoteRequest_TopicData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest.__new__(VoteRequest)
+    if cython.compiled:
+        obj = VoteRequest.__new__(VoteRequest)
+    else:
+        obj = _new(VoteRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = f_voter_id
     obj.topics = f_topics
@@ -287,7 +315,7 @@ def _enc_VoteRequest_v1(obj, out):
 
 def _dec_VoteRequest_v2(buf, cur, end):
     """Decode VoteRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -297,6 +325,9 @@ def _dec_VoteRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
         n_cluster_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
@@ -306,7 +337,10 @@ def _dec_VoteRequest_v2(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -328,26 +362,33 @@ def _dec_VoteRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_VoteRequest_TopicData_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_VoteRequest_TopicData_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest.__new__(VoteRequest)
+    if cython.compiled:
+        obj = VoteRequest.__new__(VoteRequest)
+    else:
+        obj = _new(VoteRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = f_voter_id
     obj.topics = f_topics
@@ -402,7 +443,7 @@ def _enc_VoteRequest_v2(obj, out):
 
 def _dec_VoteRequest_TopicData_v0(buf, cur, end):
     """Decode VoteRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -412,6 +453,9 @@ def _dec_VoteRequest_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -421,7 +465,10 @@ def _dec_VoteRequest_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -434,26 +481,33 @@ def _dec_VoteRequest_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 25:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 25, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_VoteRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_VoteRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    if cython.compiled:
+        obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    else:
+        obj = _new(VoteRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -502,7 +556,7 @@ def _enc_VoteRequest_TopicData_v0(obj, out):
 
 def _dec_VoteRequest_TopicData_v1(buf, cur, end):
     """Decode VoteRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -512,6 +566,9 @@ def _dec_VoteRequest_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -521,7 +578,10 @@ def _dec_VoteRequest_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -534,26 +594,33 @@ def _dec_VoteRequest_TopicData_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 57:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 57, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_VoteRequest_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_VoteRequest_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    if cython.compiled:
+        obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    else:
+        obj = _new(VoteRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -602,7 +669,7 @@ def _enc_VoteRequest_TopicData_v1(obj, out):
 
 def _dec_VoteRequest_TopicData_v2(buf, cur, end):
     """Decode VoteRequest.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -612,6 +679,9 @@ def _dec_VoteRequest_TopicData_v2(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -621,7 +691,10 @@ def _dec_VoteRequest_TopicData_v2(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -634,26 +707,33 @@ def _dec_VoteRequest_TopicData_v2(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 58:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 58, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_VoteRequest_PartitionData_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_VoteRequest_PartitionData_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    if cython.compiled:
+        obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    else:
+        obj = _new(VoteRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -702,7 +782,7 @@ def _enc_VoteRequest_TopicData_v2(obj, out):
 
 def _dec_VoteRequest_PartitionData_v0(buf, cur, end):
     """Decode VoteRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 24:
         raise _w.short_run(_RUN_partition_index__last_offset, pos, end)
     if cython.compiled:
@@ -719,7 +799,10 @@ def _dec_VoteRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    if cython.compiled:
+        obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    else:
+        obj = _new(VoteRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.replica_epoch = f_replica_epoch
     obj.replica_id = f_replica_id
@@ -758,7 +841,7 @@ def _enc_VoteRequest_PartitionData_v0(obj, out):
 
 def _dec_VoteRequest_PartitionData_v1(buf, cur, end):
     """Decode VoteRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__replica_id, pos, end)
     if cython.compiled:
@@ -789,7 +872,10 @@ def _dec_VoteRequest_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    if cython.compiled:
+        obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    else:
+        obj = _new(VoteRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.replica_epoch = f_replica_epoch
     obj.replica_id = f_replica_id
@@ -832,7 +918,7 @@ def _enc_VoteRequest_PartitionData_v1(obj, out):
 
 def _dec_VoteRequest_PartitionData_v2(buf, cur, end):
     """Decode VoteRequest.TopicData.PartitionData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__replica_id, pos, end)
     if cython.compiled:
@@ -867,7 +953,10 @@ def _dec_VoteRequest_PartitionData_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    if cython.compiled:
+        obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    else:
+        obj = _new(VoteRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.replica_epoch = f_replica_epoch
     obj.replica_id = f_replica_id
@@ -909,7 +998,7 @@ def _enc_VoteRequest_PartitionData_v2(obj, out):
 
 def _dec_VoteResponse_v0(buf, cur, end):
     """Decode VoteResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -926,26 +1015,33 @@ def _dec_VoteResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_VoteResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_VoteResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteResponse.__new__(VoteResponse)
+    if cython.compiled:
+        obj = VoteResponse.__new__(VoteResponse)
+    else:
+        obj = _new(VoteResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = []
@@ -986,7 +1082,7 @@ def _enc_VoteResponse_v0(obj, out):
 
 def _dec_VoteResponse_v1(buf, cur, end):
     """Decode VoteResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1003,20 +1099,24 @@ def _dec_VoteResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_VoteResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_VoteResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     f_node_endpoints = []
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1034,24 +1134,31 @@ def _dec_VoteResponse_v1(buf, cur, end):
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
                     n_node_endpoints = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
                     n_node_endpoints -= 1
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 8:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 8, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_VoteResponse_NodeEndpoint_v1(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_VoteResponse_NodeEndpoint_v1(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = VoteResponse.__new__(VoteResponse)
+    if cython.compiled:
+        obj = VoteResponse.__new__(VoteResponse)
+    else:
+        obj = _new(VoteResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = f_node_endpoints
@@ -1107,7 +1214,7 @@ def _enc_VoteResponse_v1(obj, out):
 
 def _dec_VoteResponse_TopicData_v0(buf, cur, end):
     """Decode VoteResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1117,6 +1224,9 @@ def _dec_VoteResponse_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -1126,7 +1236,10 @@ def _dec_VoteResponse_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1139,26 +1252,33 @@ def _dec_VoteResponse_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 16, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_VoteResponse_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_VoteResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteResponse_TopicData.__new__(VoteResponse_TopicData)
+    if cython.compiled:
+        obj = VoteResponse_TopicData.__new__(VoteResponse_TopicData)
+    else:
+        obj = _new(VoteResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1207,7 +1327,7 @@ def _enc_VoteResponse_TopicData_v0(obj, out):
 
 def _dec_VoteResponse_PartitionData_v0(buf, cur, end):
     """Decode VoteResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 15:
         raise _w.short_run(_RUN_partition_index__vote_granted, pos, end)
     if cython.compiled:
@@ -1227,7 +1347,10 @@ def _dec_VoteResponse_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteResponse_PartitionData.__new__(VoteResponse_PartitionData)
+    if cython.compiled:
+        obj = VoteResponse_PartitionData.__new__(VoteResponse_PartitionData)
+    else:
+        obj = _new(VoteResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1259,7 +1382,7 @@ def _enc_VoteResponse_PartitionData_v0(obj, out):
 
 def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode VoteResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -1276,6 +1399,9 @@ def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1285,7 +1411,10 @@ def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1301,7 +1430,10 @@ def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteResponse_NodeEndpoint.__new__(VoteResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = VoteResponse_NodeEndpoint.__new__(VoteResponse_NodeEndpoint)
+    else:
+        obj = _new(VoteResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

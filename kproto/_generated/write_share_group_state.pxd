@@ -4,7 +4,8 @@
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
 # Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
-# straight into the extension type's slots instead of through attribute lookup.
+# straight into the extension type's slots instead of through attribute lookup, and its
+# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).
 
 cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
@@ -35,33 +36,33 @@ cdef class WriteShareGroupStateResponse_WriteStateResult(Struct):
 cdef class WriteShareGroupStateResponse(Message):
     cdef public object results, unknown_tagged_fields
 
-@_cy.locals(obj=WriteShareGroupStateRequest)
+@_cy.locals(obj=WriteShareGroupStateRequest, pos=Py_ssize_t)
 cpdef _dec_WriteShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_WriteShareGroupStateRequest_v0(WriteShareGroupStateRequest obj, bytearray out)
-@_cy.locals(obj=WriteShareGroupStateRequest)
+@_cy.locals(obj=WriteShareGroupStateRequest, pos=Py_ssize_t)
 cpdef _dec_WriteShareGroupStateRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_WriteShareGroupStateRequest_v1(WriteShareGroupStateRequest obj, bytearray out)
-@_cy.locals(obj=WriteShareGroupStateRequest_WriteStateData)
+@_cy.locals(obj=WriteShareGroupStateRequest_WriteStateData, pos=Py_ssize_t)
 cdef _dec_WriteShareGroupStateRequest_WriteStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_WriteShareGroupStateRequest_WriteStateData_v0(WriteShareGroupStateRequest_WriteStateData obj, bytearray out)
-@_cy.locals(obj=WriteShareGroupStateRequest_WriteStateData)
+@_cy.locals(obj=WriteShareGroupStateRequest_WriteStateData, pos=Py_ssize_t)
 cdef _dec_WriteShareGroupStateRequest_WriteStateData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_WriteShareGroupStateRequest_WriteStateData_v1(WriteShareGroupStateRequest_WriteStateData obj, bytearray out)
-@_cy.locals(obj=WriteShareGroupStateRequest_PartitionData)
+@_cy.locals(obj=WriteShareGroupStateRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_WriteShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_WriteShareGroupStateRequest_PartitionData_v0(WriteShareGroupStateRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=WriteShareGroupStateRequest_PartitionData)
+@_cy.locals(obj=WriteShareGroupStateRequest_PartitionData, pos=Py_ssize_t)
 cdef _dec_WriteShareGroupStateRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_WriteShareGroupStateRequest_PartitionData_v1(WriteShareGroupStateRequest_PartitionData obj, bytearray out)
-@_cy.locals(obj=WriteShareGroupStateRequest_StateBatch)
+@_cy.locals(obj=WriteShareGroupStateRequest_StateBatch, pos=Py_ssize_t)
 cdef _dec_WriteShareGroupStateRequest_StateBatch_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_WriteShareGroupStateRequest_StateBatch_v0(WriteShareGroupStateRequest_StateBatch obj, bytearray out)
-@_cy.locals(obj=WriteShareGroupStateResponse)
+@_cy.locals(obj=WriteShareGroupStateResponse, pos=Py_ssize_t)
 cpdef _dec_WriteShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_WriteShareGroupStateResponse_v0(WriteShareGroupStateResponse obj, bytearray out)
-@_cy.locals(obj=WriteShareGroupStateResponse_WriteStateResult)
+@_cy.locals(obj=WriteShareGroupStateResponse_WriteStateResult, pos=Py_ssize_t)
 cdef _dec_WriteShareGroupStateResponse_WriteStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_WriteShareGroupStateResponse_WriteStateResult_v0(WriteShareGroupStateResponse_WriteStateResult obj, bytearray out)
-@_cy.locals(obj=WriteShareGroupStateResponse_PartitionResult)
+@_cy.locals(obj=WriteShareGroupStateResponse_PartitionResult, pos=Py_ssize_t)
 cdef _dec_WriteShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_WriteShareGroupStateResponse_PartitionResult_v0(WriteShareGroupStateResponse_PartitionResult obj, bytearray out)

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,9 +53,14 @@ _RUN_partition__error_code = (('partition', 0, 4), ('error_code', 4, 2))
 _RUN_partition__start_offset = (('partition', 0, 4), ('state_epoch', 4, 4), ('leader_epoch', 8, 4), ('start_offset', 12, 8))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -68,6 +70,9 @@ def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -77,7 +82,10 @@ def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -90,26 +98,33 @@ def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest.__new__(WriteShareGroupStateRequest)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest.__new__(WriteShareGroupStateRequest)
+    else:
+        obj = _new(WriteShareGroupStateRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -158,7 +173,7 @@ def _enc_WriteShareGroupStateRequest_v0(obj, out):
 
 def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
     """Decode WriteShareGroupStateRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -168,6 +183,9 @@ def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -177,7 +195,10 @@ def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -190,26 +211,33 @@ def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest.__new__(WriteShareGroupStateRequest)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest.__new__(WriteShareGroupStateRequest)
+    else:
+        obj = _new(WriteShareGroupStateRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -258,7 +286,7 @@ def _enc_WriteShareGroupStateRequest_v1(obj, out):
 
 def _dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -272,26 +300,33 @@ def _dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 22, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest_WriteStateData.__new__(WriteShareGroupStateRequest_WriteStateData)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest_WriteStateData.__new__(WriteShareGroupStateRequest_WriteStateData)
+    else:
+        obj = _new(WriteShareGroupStateRequest_WriteStateData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -325,7 +360,7 @@ def _enc_WriteShareGroupStateRequest_WriteStateData_v0(obj, out):
 
 def _dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -339,26 +374,33 @@ def _dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 26, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest_WriteStateData.__new__(WriteShareGroupStateRequest_WriteStateData)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest_WriteStateData.__new__(WriteShareGroupStateRequest_WriteStateData)
+    else:
+        obj = _new(WriteShareGroupStateRequest_WriteStateData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -392,7 +434,7 @@ def _enc_WriteShareGroupStateRequest_WriteStateData_v1(obj, out):
 
 def _dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_partition__start_offset, pos, end)
     if cython.compiled:
@@ -412,26 +454,33 @@ def _dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
             raise _w.bad_uvarint('state_batches', buf, pos, end)
         n_state_batches = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_batches = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_batches, pos = _w.read_uvarint(buf, pos, end, 'state_batches')
         n_state_batches -= 1
     if n_state_batches < 0 or n_state_batches > (end - pos) // 20:
         raise _w.bad_count('state_batches', pos - 1, n_state_batches, end, 20, 1)
     f_state_batches = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_state_batches):
-            f_state_batches.append(_dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("state_batches[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_state_batches:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_state_batches):
+                f_state_batches.append(_dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("state_batches[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest_PartitionData.__new__(WriteShareGroupStateRequest_PartitionData)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest_PartitionData.__new__(WriteShareGroupStateRequest_PartitionData)
+    else:
+        obj = _new(WriteShareGroupStateRequest_PartitionData)
     obj.partition = f_partition
     obj.state_epoch = f_state_epoch
     obj.leader_epoch = f_leader_epoch
@@ -478,7 +527,7 @@ def _enc_WriteShareGroupStateRequest_PartitionData_v0(obj, out):
 
 def _dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 24:
         raise _w.short_run(_RUN_partition__delivery_complete_count, pos, end)
     if cython.compiled:
@@ -499,26 +548,33 @@ def _dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end):
             raise _w.bad_uvarint('state_batches', buf, pos, end)
         n_state_batches = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_batches = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_batches, pos = _w.read_uvarint(buf, pos, end, 'state_batches')
         n_state_batches -= 1
     if n_state_batches < 0 or n_state_batches > (end - pos) // 20:
         raise _w.bad_count('state_batches', pos - 1, n_state_batches, end, 20, 1)
     f_state_batches = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_state_batches):
-            f_state_batches.append(_dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("state_batches[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_state_batches:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_state_batches):
+                f_state_batches.append(_dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("state_batches[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest_PartitionData.__new__(WriteShareGroupStateRequest_PartitionData)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest_PartitionData.__new__(WriteShareGroupStateRequest_PartitionData)
+    else:
+        obj = _new(WriteShareGroupStateRequest_PartitionData)
     obj.partition = f_partition
     obj.state_epoch = f_state_epoch
     obj.leader_epoch = f_leader_epoch
@@ -564,7 +620,7 @@ def _enc_WriteShareGroupStateRequest_PartitionData_v1(obj, out):
 
 def _dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 19:
         raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
     if cython.compiled:
@@ -580,7 +636,10 @@ def _dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest_StateBatch.__new__(WriteShareGroupStateRequest_StateBatch)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest_StateBatch.__new__(WriteShareGroupStateRequest_StateBatch)
+    else:
+        obj = _new(WriteShareGroupStateRequest_StateBatch)
     obj.first_offset = f_first_offset
     obj.last_offset = f_last_offset
     obj.delivery_state = f_delivery_state
@@ -610,7 +669,7 @@ def _enc_WriteShareGroupStateRequest_StateBatch_v0(obj, out):
 
 def _dec_WriteShareGroupStateResponse_v0(buf, cur, end):
     """Decode WriteShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_results = buf[pos] - 1
         pos += 1
@@ -620,26 +679,33 @@ def _dec_WriteShareGroupStateResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
     if n_results < 0 or n_results > (end - pos) // 18:
         raise _w.bad_count('results', pos - 1, n_results, end, 18, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateResponse.__new__(WriteShareGroupStateResponse)
+    if cython.compiled:
+        obj = WriteShareGroupStateResponse.__new__(WriteShareGroupStateResponse)
+    else:
+        obj = _new(WriteShareGroupStateResponse)
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -671,7 +737,7 @@ def _enc_WriteShareGroupStateResponse_v0(obj, out):
 
 def _dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end):
     """Decode WriteShareGroupStateResponse.WriteStateResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -685,26 +751,33 @@ def _dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 8:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 8, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateResponse_WriteStateResult.__new__(WriteShareGroupStateResponse_WriteStateResult)
+    if cython.compiled:
+        obj = WriteShareGroupStateResponse_WriteStateResult.__new__(WriteShareGroupStateResponse_WriteStateResult)
+    else:
+        obj = _new(WriteShareGroupStateResponse_WriteStateResult)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -738,7 +811,7 @@ def _enc_WriteShareGroupStateResponse_WriteStateResult_v0(obj, out):
 
 def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     """Decode WriteShareGroupStateResponse.WriteStateResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
     if cython.compiled:
@@ -756,6 +829,9 @@ def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -765,7 +841,10 @@ def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -776,7 +855,10 @@ def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateResponse_PartitionResult.__new__(WriteShareGroupStateResponse_PartitionResult)
+    if cython.compiled:
+        obj = WriteShareGroupStateResponse_PartitionResult.__new__(WriteShareGroupStateResponse_PartitionResult)
+    else:
+        obj = _new(WriteShareGroupStateResponse_PartitionResult)
     obj.partition = f_partition
     obj.error_code = f_error_code
     obj.error_message = f_error_message

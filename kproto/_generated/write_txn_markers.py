@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -27,11 +29,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,9 +66,15 @@ _RUN_producer_id__topics_2 = (('producer_id', 0, 8), ('topics', 8, 4))
 _RUN_producer_id__transaction_result = (('producer_id', 0, 8), ('producer_epoch', 8, 2), ('transaction_result', 10, 1))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_WriteTxnMarkersRequest_v0(buf, cur, end):
     """Decode WriteTxnMarkersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_markers, pos, end)
     if cython.compiled:
@@ -82,15 +85,19 @@ def _dec_WriteTxnMarkersRequest_v0(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 19:
         raise _w.bad_count('markers', pos - 4, n_markers, end, 19, 4)
     f_markers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_markers):
-            f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("markers[%d]" % i)
-    pos = cur.pos
-    obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    if cython.compiled or n_markers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_markers):
+                f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    else:
+        obj = _new(WriteTxnMarkersRequest)
     obj.markers = f_markers
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -117,7 +124,7 @@ def _enc_WriteTxnMarkersRequest_v0(obj, out):
 
 def _dec_WriteTxnMarkersRequest_v1(buf, cur, end):
     """Decode WriteTxnMarkersRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_markers = buf[pos] - 1
         pos += 1
@@ -127,26 +134,33 @@ def _dec_WriteTxnMarkersRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('markers', buf, pos, end)
         n_markers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_markers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_markers, pos = _w.read_uvarint(buf, pos, end, 'markers')
         n_markers -= 1
     if n_markers < 0 or n_markers > (end - pos) // 17:
         raise _w.bad_count('markers', pos - 1, n_markers, end, 17, 1)
     f_markers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_markers):
-            f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("markers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_markers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_markers):
+                f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    else:
+        obj = _new(WriteTxnMarkersRequest)
     obj.markers = f_markers
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -178,7 +192,7 @@ def _enc_WriteTxnMarkersRequest_v1(obj, out):
 
 def _dec_WriteTxnMarkersRequest_v2(buf, cur, end):
     """Decode WriteTxnMarkersRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_markers = buf[pos] - 1
         pos += 1
@@ -188,26 +202,33 @@ def _dec_WriteTxnMarkersRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('markers', buf, pos, end)
         n_markers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_markers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_markers, pos = _w.read_uvarint(buf, pos, end, 'markers')
         n_markers -= 1
     if n_markers < 0 or n_markers > (end - pos) // 18:
         raise _w.bad_count('markers', pos - 1, n_markers, end, 18, 1)
     f_markers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_markers):
-            f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("markers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_markers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_markers):
+                f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    else:
+        obj = _new(WriteTxnMarkersRequest)
     obj.markers = f_markers
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -239,7 +260,7 @@ def _enc_WriteTxnMarkersRequest_v2(obj, out):
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end):
     """Decode WriteTxnMarkersRequest.WritableTxnMarker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 15:
         raise _w.short_run(_RUN_producer_id__topics, pos, end)
     if cython.compiled:
@@ -256,14 +277,15 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_coordinator_epoch, pos, end)
     if cython.compiled:
@@ -271,7 +293,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end):
     else:
         f_coordinator_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    else:
+        obj = _new(WriteTxnMarkersRequest_WritableTxnMarker)
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
     obj.transaction_result = b_transaction_result
@@ -311,7 +336,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v0(obj, out):
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end):
     """Decode WriteTxnMarkersRequest.WritableTxnMarker (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 11:
         raise _w.short_run(_RUN_producer_id__transaction_result, pos, end)
     if cython.compiled:
@@ -333,20 +358,24 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_coordinator_epoch, pos, end)
     if cython.compiled:
@@ -359,7 +388,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    else:
+        obj = _new(WriteTxnMarkersRequest_WritableTxnMarker)
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
     obj.transaction_result = b_transaction_result
@@ -408,7 +440,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v1(obj, out):
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end):
     """Decode WriteTxnMarkersRequest.WritableTxnMarker (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 11:
         raise _w.short_run(_RUN_producer_id__transaction_result, pos, end)
     if cython.compiled:
@@ -430,20 +462,24 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_coordinator_epoch__transaction_version, pos, end)
     if cython.compiled:
@@ -457,7 +493,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    else:
+        obj = _new(WriteTxnMarkersRequest_WritableTxnMarker)
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
     obj.transaction_result = b_transaction_result
@@ -507,7 +546,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v2(obj, out):
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end):
     """Decode WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -521,7 +560,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -536,10 +578,15 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
-    obj = WriteTxnMarkersRequest_WritableTxnMarkerTopic.__new__(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest_WritableTxnMarkerTopic.__new__(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+    else:
+        obj = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = []
@@ -586,7 +633,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(obj, out):
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
     """Decode WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -596,6 +643,9 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -605,7 +655,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -618,6 +671,9 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
         n_partition_indexes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_indexes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_indexes, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
         n_partition_indexes -= 1
@@ -625,6 +681,8 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -633,7 +691,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersRequest_WritableTxnMarkerTopic.__new__(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest_WritableTxnMarkerTopic.__new__(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+    else:
+        obj = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = unknown
@@ -686,7 +747,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(obj, out):
 
 def _dec_WriteTxnMarkersResponse_v0(buf, cur, end):
     """Decode WriteTxnMarkersResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_markers, pos, end)
     if cython.compiled:
@@ -697,15 +758,19 @@ def _dec_WriteTxnMarkersResponse_v0(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 12:
         raise _w.bad_count('markers', pos - 4, n_markers, end, 12, 4)
     f_markers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_markers):
-            f_markers.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("markers[%d]" % i)
-    pos = cur.pos
-    obj = WriteTxnMarkersResponse.__new__(WriteTxnMarkersResponse)
+    if cython.compiled or n_markers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_markers):
+                f_markers.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse.__new__(WriteTxnMarkersResponse)
+    else:
+        obj = _new(WriteTxnMarkersResponse)
     obj.markers = f_markers
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -732,7 +797,7 @@ def _enc_WriteTxnMarkersResponse_v0(obj, out):
 
 def _dec_WriteTxnMarkersResponse_v1(buf, cur, end):
     """Decode WriteTxnMarkersResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_markers = buf[pos] - 1
         pos += 1
@@ -742,26 +807,33 @@ def _dec_WriteTxnMarkersResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('markers', buf, pos, end)
         n_markers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_markers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_markers, pos = _w.read_uvarint(buf, pos, end, 'markers')
         n_markers -= 1
     if n_markers < 0 or n_markers > (end - pos) // 10:
         raise _w.bad_count('markers', pos - 1, n_markers, end, 10, 1)
     f_markers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_markers):
-            f_markers.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("markers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_markers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_markers):
+                f_markers.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersResponse.__new__(WriteTxnMarkersResponse)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse.__new__(WriteTxnMarkersResponse)
+    else:
+        obj = _new(WriteTxnMarkersResponse)
     obj.markers = f_markers
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -793,7 +865,7 @@ def _enc_WriteTxnMarkersResponse_v1(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_producer_id__topics_2, pos, end)
     if cython.compiled:
@@ -805,15 +877,19 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerResult)
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerResult)
     obj.producer_id = f_producer_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -842,7 +918,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_producer_id, pos, end)
     if cython.compiled:
@@ -859,26 +935,33 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerResult)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerResult)
     obj.producer_id = f_producer_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -916,7 +999,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -930,7 +1013,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -944,15 +1030,19 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -995,7 +1085,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1005,6 +1095,9 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1014,7 +1107,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1027,26 +1123,33 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1095,7 +1198,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1104,7 +1207,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, cur, e
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
@@ -1126,7 +1232,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1140,7 +1246,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, cur, e
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import keyword
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from kproto.schema.model import FIXED_TYPES, FieldSpec, MessageSpec, StructSpec, TypeRef
 from kproto.schema.versions import Versions
@@ -44,7 +44,9 @@ MODULE_PREAMBLE = '''#
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -232,6 +234,7 @@ class _Emitter:
     layouts: Dict[str, str] = field(default_factory=dict)  # repr(layout) -> constant name
     pxd: List[str] = field(default_factory=list)
     pxd_classes: List[str] = field(default_factory=list)  # declared before the functions that type locals with them
+    array_chars: Set[str] = field(default_factory=set)  # formats of fixed-width arrays read through _w.SMALL_ARRAYS
 
     def struct_const(self, fmt: str) -> str:
         if fmt not in self.structs:
@@ -358,11 +361,6 @@ class ModuleGenerator:
                 "except ImportError:  # pure Python without Cython installed",
                 "    class cython:  # type: ignore[no-redef]",
                 "        compiled = False",
-                "        Py_ssize_t = int",
-                "",
-                "        @staticmethod",
-                "        def declare(kind: object, value: object = None) -> object:",
-                "            return value",
                 "",
                 "from kproto import wire as _w",
                 "from kproto.errors import DecodeError, UnsupportedVersionError",
@@ -379,6 +377,12 @@ class ModuleGenerator:
             head.append(f'{name} = _struct.Struct(">{fmt}")')
         for text, name in sorted(self.out.layouts.items(), key=lambda kv: kv[1]):
             head.append(f"{name} = {text}")
+        head += ["", "",
+                 "if not cython.compiled:",
+                 "    # Only the pure-Python branches use these (the compiled build leaves them out).",
+                 "    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call"]
+        for ch in sorted(self.out.array_chars):
+            head.append(f'    _A_{ch} = _w.SMALL_ARRAYS["{ch}"]')
         return "\n".join(head) + "\n\n\n" + "\n".join(body.lines).rstrip() + "\n"
 
     def _assemble_pxd(self, body: _Emitter) -> str:
@@ -389,7 +393,8 @@ class ModuleGenerator:
                  "# per-version entry points the classes' tables hold; cdef: nested structs, called only here).",
                  "",
                  "# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored",
-                 "# straight into the extension type's slots instead of through attribute lookup.",
+                 "# straight into the extension type's slots instead of through attribute lookup, and its",
+                 "# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).",
                  "",
                  "cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name",
                  "from kproto.message_base cimport Cursor, Message, Struct", ""]
@@ -576,29 +581,33 @@ class ModuleGenerator:
         cls = class_name(message, struct)
         items = self._items(message, struct, version)
         flexible = message.flexible_in(version)
-        e.pxd.append(f"@_cy.locals(obj={cls})")
+        e.pxd.append(f"@_cy.locals(obj={cls}, pos=Py_ssize_t)")
         e.pxd.append(self._decl(fname, "bytes buf, Cursor cur, Py_ssize_t end"))
         e.add(f"def {fname}(buf, cur, end):")
         e.add(f'"""Decode {_qualname(message, struct)} (v{version} layout) from buf[cur.pos:end]; move cur.pos '
               'past it."""', 1)
-        # Declared, not inferred: the pure branches' varint reads assign Python ints to it, which would
-        # otherwise make Cython keep the position as a Python object.
-        e.add("pos = cython.declare(cython.Py_ssize_t, cur.pos)", 1)
+        # ``pos`` is declared Py_ssize_t in the .pxd (``_cy.locals``), not inferred: the pure branches'
+        # varint reads assign Python ints to it, which would otherwise make Cython keep the position as a
+        # Python object.  Declared there rather than with ``cython.declare`` here, which the pure build
+        # would pay for on every decoded struct (Cython's shadow ``declare`` is three calls).
+        e.add("pos = cur.pos", 1)
         for run in _runs(items):
             self._decode_run(run, version, message, 1)
         tagged = struct.tagged_fields(version) if flexible else []
-        for f in tagged:
-            e.add(f"{'f_' + f.attr} = {self._default_expr(message, f)}", 1)
+        self._defaults([("f_" + f.attr, f) for f in tagged], message)
         if flexible:
             self._decode_tag_section(message, struct, version, tagged)
-        e.add(f"obj = {cls}.__new__({cls})", 1)
+        e.add("if cython.compiled:", 1)
+        e.add(f"obj = {cls}.__new__({cls})", 2)
+        e.add("else:", 1)
+        e.add(f"obj = _new({cls})", 2)
         present = {f.attr for f in struct.fields_for(version)}
         for f in struct.fields:
             if f.attr in present:
                 prefix = "b_" if f.type.kind == "bool" and not f.tagged_in(version) else "f_"
                 e.add(f"obj.{f.attr} = {prefix}{f.attr}", 1)
             else:
-                e.add(f"obj.{f.attr} = {self._default_expr(message, f)}", 1)
+                self._defaults([("obj." + f.attr, f)], message)
         if self._has_tags(message):
             e.add(f"obj.unknown_tagged_fields = {'unknown' if flexible else '[]'}", 1)
         e.add("cur.pos = pos", 1)
@@ -616,6 +625,31 @@ class ModuleGenerator:
             return "None" if f.default is None else 'RecordSet(b"")'
         return _literal(f.default)
 
+    def _defaults(self, targets: List[Tuple[str, FieldSpec]], message: MessageSpec) -> None:
+        """Assign each target its field's default; a struct default is built by the constructor when
+        compiled and by stores into a bare instance in pure Python (half the keyword constructor's cost)."""
+        e = self.out
+        for target, f in targets:
+            if f.type.is_struct and not _nullable_default(f):
+                e.add("if cython.compiled:", 1)
+                e.add(f"{target} = {self._default_expr(message, f)}", 2)
+                e.add("else:", 1)
+                # Inline: a call per absent field costs as much as the stores themselves.
+                assert f.type.struct is not None
+                self._pure_default_stores(target, message, f.type.struct, 2)
+            else:
+                e.add(f"{target} = {self._default_expr(message, f)}", 1)
+
+    def _pure_default_stores(self, target: str, message: MessageSpec, struct: StructSpec, ind: int) -> None:
+        """Pure Python: ``target`` = a bare instance of ``struct`` with its fields stored at their defaults."""
+        e = self.out
+        e.add(f"d = _new({class_name(message, struct)})", ind)
+        for f in struct.fields:  # a struct inside (no spec has one today) comes from its constructor
+            e.add(f"d.{f.attr} = {self._default_expr(message, f)}", ind)
+        if self._has_tags(message):
+            e.add("d.unknown_tagged_fields = []", ind)
+        e.add(f"{target} = d", ind)
+
     def _read_varint(self, name: str, what: str, ind: int, minus_one: bool) -> None:
         """Read an unsigned varint at ``pos`` into ``name`` (minus one: a compact length or count)."""
         e, end = self.out, self.end
@@ -630,6 +664,11 @@ class ModuleGenerator:
         e.add(f"raise _w.bad_uvarint({what}, buf, pos, {end})", ind + 2)
         e.add(f"{name} = (v >> 4){less}", ind + 1)
         e.add("pos += v & 15", ind + 1)
+        # Pure Python: two bytes (lengths up to 16383: record sets, metadata) inline too; a second byte
+        # of 0 (a padded varint) or above 127 goes to the helper, which says what is wrong.
+        e.add(f"elif pos + 1 < {end} and 0 < buf[pos + 1] < 128:", ind)
+        e.add(f"{name} = (buf[pos] & 127 | buf[pos + 1] << 7){less}", ind + 1)
+        e.add("pos += 2", ind + 1)
         e.add("else:", ind)
         e.add(f"{name}, pos = _w.read_uvarint(buf, pos, {end}, {what})", ind + 1)
         if minus_one:
@@ -728,7 +767,12 @@ class ModuleGenerator:
         elif kind == "bytes":
             e.add(f"{var} = buf[pos:pos + {n}]", ind + 1)
         else:  # records
-            e.add(f"{var} = RecordSet(buf[pos:pos + {n}])", ind + 1)
+            e.add("if cython.compiled:", ind + 1)
+            e.add(f"{var} = RecordSet(buf[pos:pos + {n}])", ind + 2)
+            e.add("else:", ind + 1)
+            # What RecordSet's constructor does with bytes, without the call (a slice of bytes is bytes).
+            e.add(f"{var} = _new(RecordSet)", ind + 2)
+            e.add(f"{var}._raw = buf[pos:pos + {n}]", ind + 2)
         e.add(f"pos += {n}", ind + 1)
         if it.nullable:
             e.add(f"elif {n} == -1:", ind)
@@ -745,7 +789,11 @@ class ModuleGenerator:
         e.add(f"if {var} is None:", ind + 1)
         e.add(f"raise _w.bad_utf8_at(buf, pos, {n}, {what})", ind + 2)
         e.add("else:", ind)
-        e.add(f"{var} = _w.utf8(buf, pos, {n}, {what})", ind + 1)
+        # Inline, not through ``_w.utf8``: a try costs nothing until it catches, a call does.
+        e.add("try:", ind + 1)
+        e.add(f"{var} = buf[pos:pos + {n}].decode()", ind + 2)
+        e.add("except UnicodeDecodeError as exc:", ind + 1)
+        e.add(f"raise _w.bad_utf8({what}, pos, exc) from None", ind + 2)
 
     def _decode_elements(self, it: _Item, inner: TypeRef, version: int, message: MessageSpec, ind: int) -> None:
         e, end = self.out, self.end
@@ -755,6 +803,9 @@ class ModuleGenerator:
             # One try around the loop, not one per element: entering a try costs in compiled code.
             # Elements move the shared cursor, so no (object, position) tuple is built per element.
             e.add(f"{var} = []", ind)
+            # Pure Python: an empty array skips the loop's set-up (compiled, the test folds away).
+            e.add(f"if cython.compiled or {n}:", ind)
+            ind += 1
             e.add("i = 0", ind)
             e.add("cur.pos = pos", ind)
             e.add("try:", ind)
@@ -767,8 +818,12 @@ class ModuleGenerator:
             ch = _ARRAY_FMT.get(inner.kind, "b")
             e.add("if cython.compiled:", ind)
             e.add(f"{var} = [{_c_read(ch, f'{_WIDTH[ch]} * i')} for i in range({n})]", ind + 1)
+            # Pure Python: short arrays (nearly all: replica lists, ...) through precompiled formats.
+            e.add(f"elif {n} < _w.SMALL_ARRAY_MAX:", ind)
+            e.add(f"{var} = list(_A_{ch}[{n}].unpack_from(buf, pos))", ind + 1)
             e.add("else:", ind)
             e.add(f'{var} = list(_unpack_from(">%d{ch}" % {n}, buf, pos))', ind + 1)
+            e.array_chars.add(ch)
             if inner.kind == "bool":
                 e.add(f"{var} = _w.bools({attr!r}, {var}, pos)", ind)
             e.add(f"pos += {n} * {_WIDTH[ch]}", ind)
