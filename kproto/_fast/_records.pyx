@@ -28,7 +28,8 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
 from libc.stdlib cimport free, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
+from cpython.list cimport PyList_GET_ITEM
 
 from array import array
 
@@ -268,6 +269,64 @@ def crc32(data) -> int:
     return crc_of(<const uint8_t*>held.view.buf, held.view.len)
 
 
+# --- plain slots for the attributes every consumer reads -----------------------------------------------------
+#
+# Cython exposes a ``cdef readonly object`` attribute through a getter function (a getset descriptor).
+# CPython's specializing interpreter (3.11+) cannot inline those: every ``record.value`` in a consumer's
+# loop goes the generic way (type lookup, descriptor call), about as much time per read as building the
+# record.  A member descriptor of type T_OBJECT_EX (what ``__slots__`` makes) is read inline
+# (LOAD_ATTR_SLOT).  So, once at import, the object fields read on every record (offset, key, value,
+# headers) are re-exposed as read-only member descriptors over the same struct fields: same names, same
+# values, still read-only; only the lookup is cheaper.  Cython does not tell where a field sits in the
+# object, so a probe instance whose field holds a marker object is searched for that pointer.
+cdef extern from *:
+    """
+    #include <structmember.h>
+    static int kproto_member_slot(PyObject *type, const char *name, Py_ssize_t offset, const char *doc) {
+        /* The definition must outlive the type (the descriptor points to it): allocated once, never freed. */
+        PyMemberDef *def = (PyMemberDef *)PyMem_Calloc(1, sizeof(PyMemberDef));
+        PyObject *descr;
+        int rc;
+        if (def == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        def->name = name;
+        def->type = T_OBJECT_EX;
+        def->offset = offset;
+        def->flags = READONLY;
+        def->doc = doc;
+        descr = PyDescr_NewMember((PyTypeObject *)type, def);
+        if (descr == NULL)
+            return -1;
+        rc = PyDict_SetItemString(((PyTypeObject *)type)->tp_dict, name, descr);
+        Py_DECREF(descr);
+        PyType_Modified((PyTypeObject *)type);
+        return rc;
+    }
+    static Py_ssize_t kproto_field_offset(PyObject *probe, PyObject *marker) {
+        /* Where in probe's struct the object field now holding marker lives; -1 if none does. */
+        Py_ssize_t at;
+        for (at = sizeof(PyObject); at + (Py_ssize_t)sizeof(PyObject *) <= Py_TYPE(probe)->tp_basicsize;
+             at += sizeof(PyObject *)) {
+            if (*(PyObject **)((char *)probe + at) == marker)
+                return at;
+        }
+        return -1;
+    }
+    """
+    int kproto_member_slot(object type, const char* name, Py_ssize_t offset, const char* doc) except -1
+    Py_ssize_t kproto_field_offset(object probe, object marker)
+
+
+cdef int expose_slot(type cls, object probe, object marker, const char* name, const char* doc) except -1:
+    """Re-expose the object field of ``cls`` that ``probe`` has set to ``marker`` as the slot ``name``."""
+    cdef Py_ssize_t at = kproto_field_offset(probe, marker)
+    if at < 0:
+        raise SystemError(f"{cls.__name__}.{name.decode()}: field not found in the object struct")
+    return kproto_member_slot(cls, name, at, doc)
+
+
 @cython.final
 @cython.freelist(512)
 @cython.no_gc
@@ -343,6 +402,19 @@ cdef class Message:
     def __repr__(self):
         return (f"Message(offset={self.offset!r}, key={self.key!r}, value={self.value!r}, "
                 f"timestamp={self.timestamp!r}, magic={self.magic}, codec={self.codec!r})")
+
+
+cdef int expose_message_slots() except -1:
+    cdef Message probe = Message.__new__(Message)
+    markers = (object(), object(), object())
+    probe.key, probe.value, probe.offset = markers
+    expose_slot(Message, probe, markers[0], b"key", b"The key: bytes, or None for a null key.")
+    expose_slot(Message, probe, markers[1], b"value", b"The value: bytes, or None for a null value.")
+    expose_slot(Message, probe, markers[2], b"offset", b"The absolute offset.")
+    return 0
+
+
+expose_message_slots()
 
 
 cdef struct GrowBuf:
@@ -1260,6 +1332,8 @@ cdef enum:
     ATTR_CONTROL = 0x20
 
 cdef tuple NO_HEADERS = ()
+cdef enum:
+    KEY_CACHE = 8  # header keys per record whose str the next record may reuse (build_headers)
 
 
 # Reading a zigzag varint: position after it, or one of these (never a valid position).
@@ -1432,15 +1506,15 @@ cdef class Record:
     ``attributes``: the record's own attribute byte, unsigned (a magic 0/1 message's, 0 in magic 2 records).
     """
 
-    # only bytes/str/int/None, tuples of them and the batch's buffer are stored: no cycles, so no_gc.
-    # Headers are built on first access from the batch's bytes (_source, at _headers_at): a consumer that
-    # never reads them pays nothing for them; the record keeps the batch's buffer alive until then.
+    # only bytes/str/int/None and tuples of them are stored: no cycles, so no_gc.
+    # offset, key, value and headers are Python objects made when the record is built and read through
+    # plain slots (see expose_slot): nearly every consumer reads them.  Headers are built with the record
+    # (build_headers): measured, that costs less than building them on first access, whose getter call
+    # and second parse of the record outweigh what a consumer that never reads headers saves.
     cdef readonly object key
     cdef readonly object value
-    cdef tuple _headers
-    cdef object _source
-    cdef Py_ssize_t _headers_at
-    cdef readonly int64_t offset
+    cdef readonly object offset
+    cdef readonly tuple headers
     cdef int64_t _timestamp
     cdef int _ts_type  # -1: none (magic 0)
     cdef int _codec
@@ -1457,12 +1531,13 @@ cdef class Record:
                  is_control=False, attributes=0):
         if (timestamp is None) != (timestamp_type is None):
             raise TypeError("timestamp and timestamp_type are both set or both None (magic 0)")
-        self.offset = offset
+        cdef int64_t checked_offset = offset
+        self.offset = checked_offset
         self._timestamp = 0 if timestamp is None else timestamp
         self._ts_type = -1 if timestamp_type is None else timestamp_type
         self.key = key
         self.value = value
-        self._headers = tuple(headers)
+        self.headers = tuple(headers)
         self.magic = magic
         self._codec = CODEC_IDS[codec]
         self.producer_id = producer_id
@@ -1471,14 +1546,6 @@ cdef class Record:
         self.is_transactional = is_transactional
         self.is_control = is_control
         self.attributes = attributes
-
-    @property
-    def headers(self):
-        """The headers, a tuple of ``(str, bytes | None)`` (empty before magic 2)."""
-        if self._headers is None:
-            self._headers = build_headers(self._source, self._headers_at)
-            self._source = None
-        return self._headers
 
     @property
     def timestamp(self):
@@ -1513,11 +1580,26 @@ cdef class Record:
                 f"value={self.value!r}, headers={self.headers!r}, magic={self.magic}, codec={self.codec!r})")
 
 
+cdef int expose_record_slots() except -1:
+    cdef Record probe = Record.__new__(Record)
+    markers = (object(), object(), object(), ())
+    probe.key, probe.value, probe.offset, probe.headers = markers
+    expose_slot(Record, probe, markers[0], b"key", b"The key: bytes, or None for a null key.")
+    expose_slot(Record, probe, markers[1], b"value", b"The value: bytes, or None for a null value.")
+    expose_slot(Record, probe, markers[2], b"offset", b"The absolute offset.")
+    expose_slot(Record, probe, markers[3], b"headers",
+                b"The headers, a tuple of (str, bytes | None) pairs (empty before magic 2).")
+    return 0
+
+
+expose_record_slots()
+
+
 cdef Record record_from_message(Message m):
     cdef Record r = Record.__new__(Record)
     r.key = m.key
     r.value = m.value
-    r._headers = NO_HEADERS
+    r.headers = NO_HEADERS
     r.offset = m.offset
     r._timestamp = m._timestamp
     r._ts_type = m._timestamp_type
@@ -1534,23 +1616,29 @@ cdef inline object new_binary(const uint8_t* buf, Py_ssize_t at, int64_t n):
     return None if n < 0 else PyBytes_FromStringAndSize(<char*>buf + at, <Py_ssize_t>n)
 
 
-cdef tuple build_headers(object source, Py_ssize_t q):
-    """The headers at ``q`` (the header count) of a validated record in ``source`` (bytes or bytearray)."""
-    cdef const uint8_t* buf
+cdef tuple build_headers(_BatchRecords batch, const uint8_t* buf, Py_ssize_t q, Py_ssize_t end):
+    """The headers at ``q`` (the header count) of a validated record of ``batch`` ending at ``end``.
+
+    A header key with the same bytes as the key at the same place in the batch's previous record with
+    headers (producers attach the same keys in the same order) reuses that record's ``str``."""
     cdef int64_t nheaders, hk, hv
-    cdef Py_ssize_t h, end
+    cdef Py_ssize_t h
     cdef tuple headers
-    if type(source) is bytes:
-        buf = <const uint8_t*>PyBytes_AS_STRING(source)
-        end = PyBytes_GET_SIZE(source)
-    else:
-        buf = <const uint8_t*>PyByteArray_AS_STRING(source)
-        end = PyByteArray_GET_SIZE(source)
+    cdef object key
     q = read_varint(buf, q, end, 5, &nheaders)
     headers = PyTuple_New(nheaders)
     for h in range(nheaders):
         q = read_varint(buf, q, end, 5, &hk)
-        key = PyUnicode_DecodeUTF8(<char*>buf + q, hk, NULL)
+        if h < KEY_CACHE and batch.key_size[h] == hk + 1 and memcmp(buf + q, batch.key_at[h], hk) == 0:
+            key = <object>PyList_GET_ITEM(batch.keys, h)
+        else:
+            key = PyUnicode_DecodeUTF8(<char*>buf + q, hk, NULL)
+            if h < KEY_CACHE:
+                if batch.keys is None:
+                    batch.keys = [None] * KEY_CACHE
+                batch.keys[h] = key
+                batch.key_at[h] = buf + q
+                batch.key_size[h] = hk + 1
         q += hk
         q = read_varint(buf, q, end, 5, &hv)
         pair = (key, new_binary(buf, q, hv))
@@ -1561,8 +1649,10 @@ cdef tuple build_headers(object source, Py_ssize_t q):
     return headers
 
 
-cdef Record build_record(object owner, const uint8_t* buf, Py_ssize_t* position, BatchInfo* info):
-    """The record at ``position[0]`` of a validated batch body held by ``owner``; advances ``position``."""
+cdef Record build_record(_BatchRecords batch, Py_ssize_t* position):
+    """The record at ``position[0]`` of the validated ``batch``; advances ``position``."""
+    cdef const uint8_t* buf = batch.data
+    cdef BatchInfo* info = &batch.info
     cdef Py_ssize_t p = position[0], end, q
     cdef int64_t length, ts_delta, off_delta, klen, vlen
     cdef Record r = Record.__new__(Record)
@@ -1579,11 +1669,7 @@ cdef Record build_record(object owner, const uint8_t* buf, Py_ssize_t* position,
     r.value = new_binary(buf, q, vlen)
     if vlen > 0:
         q += vlen
-    if buf[q] == 0:  # zigzag 0: no headers
-        r._headers = NO_HEADERS
-    else:
-        r._source = owner
-        r._headers_at = q
+    r.headers = NO_HEADERS if buf[q] == 0 else build_headers(batch, buf, q, end)  # zigzag 0: no headers
     r.offset = info.base_offset + off_delta
     r._timestamp = info.max_timestamp if info.ts_type else info.base_timestamp + ts_delta
     r._ts_type = info.ts_type
@@ -1608,6 +1694,11 @@ cdef class _BatchRecords:
     cdef int32_t count
     cdef BatchInfo info
     cdef list built
+    # header keys of the last record with headers, by position (build_headers): the str, where its bytes
+    # are in data and their length + 1 (0: none yet)
+    cdef list keys
+    cdef const uint8_t* key_at[KEY_CACHE]
+    cdef Py_ssize_t key_size[KEY_CACHE]
 
     def __iter__(self):
         if self.built is not None:
@@ -1643,7 +1734,7 @@ cdef class _BatchRecordIterator:
         if self.left <= 0:
             raise StopIteration
         self.left -= 1
-        return build_record(self.records.owner, self.records.data, &self.pos, &self.records.info)
+        return build_record(self.records, &self.pos)
 
 
 cdef tuple control_marker(list records, Py_ssize_t pos):
@@ -1868,7 +1959,6 @@ def record_rows(records, row_type, topic, partition, int64_t start):
     fill it from a tuple; the fields of a ``Record`` are read from its C struct."""
     cdef list out = []
     cdef Record r
-    cdef int64_t offset
     cdef object row, timestamp, key, value, headers, number
     if not (isinstance(row_type, type) and issubclass(row_type, tuple)):
         raise TypeError(f"row_type must be a tuple subclass, not {row_type!r}")  # tp_alloc below relies on it
@@ -1880,10 +1970,9 @@ def record_rows(records, row_type, topic, partition, int64_t start):
         untrack = untrackable and type(item) is Record
         if type(item) is Record:
             r = <Record>item
-            offset = r.offset
-            if offset < start:
+            number = r.offset
+            if number < start:
                 continue
-            number = offset
             timestamp = None if r._ts_type < 0 else r._timestamp
             key = r.key
             value = r.value
