@@ -250,6 +250,22 @@ cdef inline uint32_t crc_short(const uint8_t* p, Py_ssize_t n) noexcept nogil:
              ^ crc_tables[0][e >> 24])
         p += 16
         n -= 16
+    # the tail left by the 16-byte steps (a message's last bytes after the carry-less multiply), in steps
+    # of 8 and 4 bytes: a byte at a time, each step waits for the previous one's table lookup
+    if n >= 8:
+        a = c ^ load_u32le(p)
+        b = load_u32le(p + 4)
+        c = (crc_tables[7][a & 0xFF] ^ crc_tables[6][(a >> 8) & 0xFF] ^ crc_tables[5][(a >> 16) & 0xFF]
+             ^ crc_tables[4][a >> 24] ^ crc_tables[3][b & 0xFF] ^ crc_tables[2][(b >> 8) & 0xFF]
+             ^ crc_tables[1][(b >> 16) & 0xFF] ^ crc_tables[0][b >> 24])
+        p += 8
+        n -= 8
+    if n >= 4:
+        a = c ^ load_u32le(p)
+        c = (crc_tables[3][a & 0xFF] ^ crc_tables[2][(a >> 8) & 0xFF] ^ crc_tables[1][(a >> 16) & 0xFF]
+             ^ crc_tables[0][a >> 24])
+        p += 4
+        n -= 4
     while n > 0:
         c = (c >> 8) ^ crc_tables[0][(c ^ p[0]) & 0xFF]
         p += 1
