@@ -908,8 +908,9 @@ cdef class _InnerSet:
         return s
 
 
-cdef inline Message message_at(const uint8_t* buf, Py_ssize_t pos, int carrier_codec):
-    """Build the message at ``pos`` of a buffer that decode_set has validated (so no checks here)."""
+cdef inline Message message_at(const uint8_t* buf, Py_ssize_t pos, int carrier_codec, int64_t delta):
+    """Build the message at ``pos`` of a buffer that decode_set has validated (so no checks here), its offset
+    moved by ``delta`` (which decode_set has checked to fit)."""
     cdef Py_ssize_t start = pos + 12, p
     cdef int32_t klen, vlen
     cdef int magic = <int8_t>buf[start + 4]
@@ -927,7 +928,7 @@ cdef inline Message message_at(const uint8_t* buf, Py_ssize_t pos, int carrier_c
     vlen = load_i32(buf + p)
     p += 4
     value = None if vlen == -1 else PyBytes_FromStringAndSize(<char*>buf + p, vlen)
-    return new_message(key, value, timestamp, load_i64(buf + pos), magic, attributes & 0xFF, carrier_codec,
+    return new_message(key, value, timestamp, load_i64(buf + pos) + delta, magic, attributes & 0xFF, carrier_codec,
                        -1 if magic == 0 else (attributes >> 3) & 1, load_u32(buf + start))
 
 
@@ -953,10 +954,8 @@ cdef class _MessageIterator:
             if self.current is not None:
                 buf = self.current.data
                 if self.inner_pos < self.current.size:
-                    m = message_at(buf, self.inner_pos, self.current.codec)
+                    m = message_at(buf, self.inner_pos, self.current.codec, self.current.delta)
                     self.inner_pos += 12 + load_i32(buf + self.inner_pos + 8)
-                    if self.current.delta:
-                        m.offset = m.offset + self.current.delta
                     if self.current.log_append:
                         m._timestamp = self.current.timestamp
                         m._timestamp_type = 1
@@ -972,7 +971,7 @@ cdef class _MessageIterator:
                 self.inner_pos = 0
                 self.pos += 12 + size
                 continue
-            m = message_at(buf, self.pos, 0)
+            m = message_at(buf, self.pos, 0, 0)
             self.pos += 12 + size
             return m
 
