@@ -3,7 +3,7 @@ magic 0/1 message sets and magic 2 record batches.
 
 Runs everything in one process, so the ratios are comparable even where absolute figures drift.  Decode
 means: parse the set and touch ``offset``, ``key`` and ``value`` of every message; ``decode+h`` (magic 2)
-touches ``headers`` too (kproto builds a record's headers on first access, the peers always build them);
+touches ``headers`` too (every implementation builds a record's headers with the record);
 encode means: build the set from ``(key, value[, timestamp[, headers]])`` data.  Magic 2 records carry one
 header (``trace``: 8 bytes); every magic 2 decoder checks the batch CRC-32C.  All decoders read the same bytes (encoded by kproto).  The
 ``crc32`` row is zlib.crc32 over the uncompressed message set: the physical bound for any CRC-checking

@@ -1,5 +1,6 @@
 """The compiled decoder's CRC32 routine equals zlib.crc32 on every route: carry-less multiply (PCLMULQDQ, when
-the CPU has it) for 64 bytes and more, slicing-by-16 tables for the rest, zlib above 4 KiB without PCLMULQDQ."""
+the CPU has it) for 64 bytes and more, slicing-by-16 tables for the rest (then steps of 8 and 4 bytes for the
+tail), zlib above 4 KiB without PCLMULQDQ."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def test_short_inputs(fast_crc32, data):
 
 
 @pytest.mark.parametrize(
-    "size", [0, 1, 15, 16, 17, 31, 32, 63, 64, 65, 79, 80, 127, 128, 129, 191, 4095, 4096, 4097, 100_000, 1_000_003]
+    "size", [0, 1, 15, 16, 17, 20, 24, 28, 31, 32, 63, 64, 65, 68, 72, 76, 79, 80, 110, 118, 127, 128, 129, 191, 4095,
+             4096, 4097, 100_000, 1_000_003]
 )
 def test_boundaries(fast_crc32, size):
     data = bytes((i * 131 + 7) % 256 for i in range(size))

@@ -185,3 +185,23 @@ def test_columns_arrow_schema(records_codec):
     assert table.column("headers").to_pylist()[0] == [{"key": "trace", "value": b"abc"},
                                                        {"key": "none", "value": None}]
     assert table.column("producer_id").to_pylist() == [-1] * 4
+
+
+def test_header_keys_repeated_and_changed_between_records(records_codec):
+    # The compiled decoder reuses a header key's str when the previous record had the same key bytes at the
+    # same place (for the first 8 places): here keys repeat, change to another key of the same length, move
+    # to other places, and records carry 10 headers, past what it caches; aiokafka's builder writes them.
+    keys = ["trace", "span", "k1", "k2", "h\u00e9", "tenant", "a", "b", "c", "d"]
+    rows = []
+    for i in range(12):
+        count = (0, 1, 3, 10)[i % 4]
+        names = keys[i % 3 :] + keys[: i % 3] if i % 5 else keys[::-1]
+        headers = [(names[j] if not (i == 7 and j == 2) else "k9", b"%d.%d" % (i, j) if j % 4 else None)
+                   for j in range(count)]
+        rows.append((None, b"v%d" % i, BASE_TS + i, headers))
+    builder = BUILDERS["aiokafka-cython"](2, 0, 0, -1, -1, -1, 1 << 24)
+    for i, (key, value, ts, headers) in enumerate(rows):
+        builder.append(i, timestamp=ts, key=key, value=value, headers=headers)
+    decoded = records_codec.decode_records(bytes(builder.build()))
+    assert [list(r.headers) for r in decoded] == [headers for _, _, _, headers in rows]
+    assert [list(r.headers) for r in decoded.batches[0].records] == [headers for _, _, _, headers in rows]

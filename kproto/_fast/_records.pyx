@@ -28,7 +28,9 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
-from libc.string cimport memcpy, memset
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcmp, memcpy, memset
+from cpython.list cimport PyList_GET_ITEM
 
 from array import array
 
@@ -249,6 +251,22 @@ cdef inline uint32_t crc_short(const uint8_t* p, Py_ssize_t n) noexcept nogil:
              ^ crc_tables[0][e >> 24])
         p += 16
         n -= 16
+    # the tail left by the 16-byte steps (a message's last bytes after the carry-less multiply), in steps
+    # of 8 and 4 bytes: a byte at a time, each step waits for the previous one's table lookup
+    if n >= 8:
+        a = c ^ load_u32le(p)
+        b = load_u32le(p + 4)
+        c = (crc_tables[7][a & 0xFF] ^ crc_tables[6][(a >> 8) & 0xFF] ^ crc_tables[5][(a >> 16) & 0xFF]
+             ^ crc_tables[4][a >> 24] ^ crc_tables[3][b & 0xFF] ^ crc_tables[2][(b >> 8) & 0xFF]
+             ^ crc_tables[1][(b >> 16) & 0xFF] ^ crc_tables[0][b >> 24])
+        p += 8
+        n -= 8
+    if n >= 4:
+        a = c ^ load_u32le(p)
+        c = (crc_tables[3][a & 0xFF] ^ crc_tables[2][(a >> 8) & 0xFF] ^ crc_tables[1][(a >> 16) & 0xFF]
+             ^ crc_tables[0][a >> 24])
+        p += 4
+        n -= 4
     while n > 0:
         c = (c >> 8) ^ crc_tables[0][(c ^ p[0]) & 0xFF]
         p += 1
@@ -266,6 +284,64 @@ def crc32(data) -> int:
     """CRC32 (IEEE, as zlib.crc32) of a bytes-like object with the decoder's own routine (for tests)."""
     cdef _BufferView held = _BufferView(data)
     return crc_of(<const uint8_t*>held.view.buf, held.view.len)
+
+
+# --- plain slots for the attributes every consumer reads -----------------------------------------------------
+#
+# Cython exposes a ``cdef readonly object`` attribute through a getter function (a getset descriptor).
+# CPython's specializing interpreter (3.11+) cannot inline those: every ``record.value`` in a consumer's
+# loop goes the generic way (type lookup, descriptor call), about as much time per read as building the
+# record.  A member descriptor of type T_OBJECT_EX (what ``__slots__`` makes) is read inline
+# (LOAD_ATTR_SLOT).  So, once at import, the object fields read on every record (offset, key, value,
+# headers) are re-exposed as read-only member descriptors over the same struct fields: same names, same
+# values, still read-only; only the lookup is cheaper.  Cython does not tell where a field sits in the
+# object, so a probe instance whose field holds a marker object is searched for that pointer.
+cdef extern from *:
+    """
+    #include <structmember.h>
+    static int kproto_member_slot(PyObject *type, const char *name, Py_ssize_t offset, const char *doc) {
+        /* The definition must outlive the type (the descriptor points to it): allocated once, never freed. */
+        PyMemberDef *def = (PyMemberDef *)PyMem_Calloc(1, sizeof(PyMemberDef));
+        PyObject *descr;
+        int rc;
+        if (def == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        def->name = name;
+        def->type = T_OBJECT_EX;
+        def->offset = offset;
+        def->flags = READONLY;
+        def->doc = doc;
+        descr = PyDescr_NewMember((PyTypeObject *)type, def);
+        if (descr == NULL)
+            return -1;
+        rc = PyDict_SetItemString(((PyTypeObject *)type)->tp_dict, name, descr);
+        Py_DECREF(descr);
+        PyType_Modified((PyTypeObject *)type);
+        return rc;
+    }
+    static Py_ssize_t kproto_field_offset(PyObject *probe, PyObject *marker) {
+        /* Where in probe's struct the object field now holding marker lives; -1 if none does. */
+        Py_ssize_t at;
+        for (at = sizeof(PyObject); at + (Py_ssize_t)sizeof(PyObject *) <= Py_TYPE(probe)->tp_basicsize;
+             at += sizeof(PyObject *)) {
+            if (*(PyObject **)((char *)probe + at) == marker)
+                return at;
+        }
+        return -1;
+    }
+    """
+    int kproto_member_slot(object type, const char* name, Py_ssize_t offset, const char* doc) except -1
+    Py_ssize_t kproto_field_offset(object probe, object marker)
+
+
+cdef int expose_slot(type cls, object probe, object marker, const char* name, const char* doc) except -1:
+    """Re-expose the object field of ``cls`` that ``probe`` has set to ``marker`` as the slot ``name``."""
+    cdef Py_ssize_t at = kproto_field_offset(probe, marker)
+    if at < 0:
+        raise SystemError(f"{cls.__name__}.{name.decode()}: field not found in the object struct")
+    return kproto_member_slot(cls, name, at, doc)
 
 
 @cython.final
@@ -343,6 +419,19 @@ cdef class Message:
     def __repr__(self):
         return (f"Message(offset={self.offset!r}, key={self.key!r}, value={self.value!r}, "
                 f"timestamp={self.timestamp!r}, magic={self.magic}, codec={self.codec!r})")
+
+
+cdef int expose_message_slots() except -1:
+    cdef Message probe = Message.__new__(Message)
+    markers = (object(), object(), object())
+    probe.key, probe.value, probe.offset = markers
+    expose_slot(Message, probe, markers[0], b"key", b"The key: bytes, or None for a null key.")
+    expose_slot(Message, probe, markers[1], b"value", b"The value: bytes, or None for a null value.")
+    expose_slot(Message, probe, markers[2], b"offset", b"The absolute offset.")
+    return 0
+
+
+expose_message_slots()
 
 
 cdef struct DataBuf:
@@ -951,8 +1040,9 @@ cdef class _InnerSet:
         return s
 
 
-cdef inline Message message_at(const uint8_t* buf, Py_ssize_t pos, int carrier_codec):
-    """Build the message at ``pos`` of a buffer that decode_set has validated (so no checks here)."""
+cdef inline Message message_at(const uint8_t* buf, Py_ssize_t pos, int carrier_codec, int64_t delta):
+    """Build the message at ``pos`` of a buffer that decode_set has validated (so no checks here), its offset
+    moved by ``delta`` (which decode_set has checked to fit)."""
     cdef Py_ssize_t start = pos + 12, p
     cdef int32_t klen, vlen
     cdef int magic = <int8_t>buf[start + 4]
@@ -970,7 +1060,7 @@ cdef inline Message message_at(const uint8_t* buf, Py_ssize_t pos, int carrier_c
     vlen = load_i32(buf + p)
     p += 4
     value = None if vlen == -1 else PyBytes_FromStringAndSize(<char*>buf + p, vlen)
-    return new_message(key, value, timestamp, load_i64(buf + pos), magic, attributes & 0xFF, carrier_codec,
+    return new_message(key, value, timestamp, load_i64(buf + pos) + delta, magic, attributes & 0xFF, carrier_codec,
                        -1 if magic == 0 else (attributes >> 3) & 1, load_u32(buf + start))
 
 
@@ -996,10 +1086,8 @@ cdef class _MessageIterator:
             if self.current is not None:
                 buf = self.current.data
                 if self.inner_pos < self.current.size:
-                    m = message_at(buf, self.inner_pos, self.current.codec)
+                    m = message_at(buf, self.inner_pos, self.current.codec, self.current.delta)
                     self.inner_pos += 12 + load_i32(buf + self.inner_pos + 8)
-                    if self.current.delta:
-                        m.offset = m.offset + self.current.delta
                     if self.current.log_append:
                         m._timestamp = self.current.timestamp
                         m._timestamp_type = 1
@@ -1015,7 +1103,7 @@ cdef class _MessageIterator:
                 self.inner_pos = 0
                 self.pos += 12 + size
                 continue
-            m = message_at(buf, self.pos, 0)
+            m = message_at(buf, self.pos, 0, 0)
             self.pos += 12 + size
             return m
 
@@ -1451,6 +1539,10 @@ cdef enum:
     ATTR_CONTROL = 0x20
 
 cdef tuple NO_HEADERS = ()
+cdef enum:
+    FLAG_TRANSACTIONAL = 1  # Record._flags
+    FLAG_CONTROL = 2
+    KEY_CACHE = 8  # header keys per record whose str the next record may reuse (build_headers)
 
 
 # Reading a zigzag varint: position after it, or one of these (never a valid position).
@@ -1470,6 +1562,10 @@ cdef inline Py_ssize_t read_varint(const uint8_t* buf, Py_ssize_t p, Py_ssize_t 
         b = buf[p]
         out[0] = <int64_t>(b >> 1) ^ -<int64_t>(b & 1)
         return p + 1
+    if stop - p >= 2 and buf[p + 1] < 0x80 and limit >= 2:  # two bytes (any 14-bit value)
+        raw = (buf[p] & 0x7F) | (<uint64_t>buf[p + 1] << 7)
+        out[0] = <int64_t>(raw >> 1) ^ -<int64_t>(raw & 1)
+        return p + 2
     while True:
         if p >= stop:
             return VARINT_PAST_END
@@ -1507,7 +1603,28 @@ cdef inline Py_ssize_t need_varint(const uint8_t* buf, Py_ssize_t p, Py_ssize_t 
 
 cdef inline Py_ssize_t need_varbytes(const uint8_t* buf, Py_ssize_t q, Py_ssize_t end, int64_t* n,
                                      str what, str what_length) except? -9:
-    """A varint length (-1: null) and that many bytes inside the record; return the position after them."""
+    """A varint length (-1: null) and that many bytes inside the record; return the position after them.
+
+    Lengths of one or two bytes that fit are taken here (inlined into the record loop); anything else,
+    errors included, goes through varbytes_checked."""
+    cdef uint64_t raw
+    if end - q >= 2:
+        raw = buf[q]
+        if raw < 0x80:
+            n[0] = <int64_t>(raw >> 1) ^ -<int64_t>(raw & 1)
+            if n[0] == -1 or (n[0] >= 0 and n[0] <= end - q - 1):
+                return q + 1 + (n[0] if n[0] > 0 else 0)
+        elif buf[q + 1] < 0x80:
+            raw = (raw & 0x7F) | (<uint64_t>buf[q + 1] << 7)
+            n[0] = <int64_t>(raw >> 1) ^ -<int64_t>(raw & 1)
+            if n[0] >= 0 and n[0] <= end - q - 2:
+                return q + 2 + n[0]
+    return varbytes_checked(buf, q, end, n, what, what_length)
+
+
+cdef Py_ssize_t varbytes_checked(const uint8_t* buf, Py_ssize_t q, Py_ssize_t end, int64_t* n,
+                                 str what, str what_length) except? -9:
+    """need_varbytes, every case."""
     cdef Py_ssize_t at = q
     q = need_varint(buf, q, end, 5, n, what_length)
     if n[0] == -1:
@@ -1518,11 +1635,18 @@ cdef inline Py_ssize_t need_varbytes(const uint8_t* buf, Py_ssize_t q, Py_ssize_
 
 
 cdef inline bint is_ascii(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # the bytes OR-ed together, one test at the end: no branch per byte
+    cdef uint64_t word, words = 0
+    cdef uint8_t tail = 0
     cdef Py_ssize_t i
+    while n >= 8:
+        memcpy(&word, p, 8)
+        words |= word
+        p += 8
+        n -= 8
     for i in range(n):
-        if p[i] >= 0x80:
-            return False
-    return True
+        tail |= p[i]
+    return (words & 0x8080808080808080u) == 0 and tail < 0x80
 
 
 cdef inline int32_t next_sequence(int32_t base_sequence, int64_t delta) noexcept nogil:
@@ -1751,53 +1875,46 @@ cdef class Record:
     ``attributes``: the record's own attribute byte, unsigned (a magic 0/1 message's, 0 in magic 2 records).
     """
 
-    # only bytes/str/int/None, tuples of them and the batch's buffer are stored: no cycles, so no_gc.
-    # Headers are built on first access from the batch's bytes (_source, at _headers_at): a consumer that
-    # never reads them pays nothing for them; the record keeps the batch's buffer alive until then.
+    # only bytes/str/int/None and tuples of them are stored: no cycles, so no_gc.
+    # offset, key, value and headers are Python objects made when the record is built and read through
+    # plain slots (see expose_slot): nearly every consumer reads them.  Headers are built with the record
+    # (build_headers): measured, that costs less than building them on first access, whose getter call
+    # and second parse of the record outweigh what a consumer that never reads headers saves.
     cdef readonly object key
     cdef readonly object value
-    cdef tuple _headers
-    cdef object _source
-    cdef Py_ssize_t _headers_at
-    cdef readonly int64_t offset
+    cdef readonly object offset
+    cdef readonly tuple headers
+    # The C fields are as narrow as their values allow: at 80 bytes the object is cleared with a few
+    # vector stores when allocated; at 96 (int fields throughout) the compiler used a slower `rep stos`.
     cdef int64_t _timestamp
-    cdef int _ts_type  # -1: none (magic 0)
-    cdef int _codec
-    cdef readonly int magic
-    cdef readonly int attributes
     cdef readonly int64_t producer_id
-    cdef readonly int producer_epoch
     cdef readonly int32_t sequence
-    cdef readonly bint is_transactional
-    cdef readonly bint is_control
+    cdef readonly int16_t producer_epoch
+    cdef readonly int16_t attributes
+    cdef readonly int8_t magic
+    cdef int8_t _ts_type  # -1: none (magic 0)
+    cdef int8_t _codec
+    cdef uint8_t _flags  # FLAG_TRANSACTIONAL | FLAG_CONTROL
 
     def __init__(self, offset=0, timestamp=None, key=None, value=None, headers=(), magic=2, codec=None,
                  timestamp_type=0, producer_id=-1, producer_epoch=-1, sequence=-1, is_transactional=False,
                  is_control=False, attributes=0):
         if (timestamp is None) != (timestamp_type is None):
             raise TypeError("timestamp and timestamp_type are both set or both None (magic 0)")
-        self.offset = offset
+        cdef int64_t checked_offset = offset
+        self.offset = checked_offset
         self._timestamp = 0 if timestamp is None else timestamp
         self._ts_type = -1 if timestamp_type is None else timestamp_type
         self.key = key
         self.value = value
-        self._headers = tuple(headers)
+        self.headers = tuple(headers)
         self.magic = magic
         self._codec = CODEC_IDS[codec]
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.sequence = sequence
-        self.is_transactional = is_transactional
-        self.is_control = is_control
+        self._flags = (FLAG_TRANSACTIONAL if is_transactional else 0) | (FLAG_CONTROL if is_control else 0)
         self.attributes = attributes
-
-    @property
-    def headers(self):
-        """The headers, a tuple of ``(str, bytes | None)`` (empty before magic 2)."""
-        if self._headers is None:
-            self._headers = build_headers(self._source, self._headers_at)
-            self._source = None
-        return self._headers
 
     @property
     def timestamp(self):
@@ -1813,6 +1930,16 @@ cdef class Record:
     def codec(self):
         """The codec name the record travelled with (``"gzip"``, ``"snappy"``, ``"lz4"``, ``"zstd"``) or None."""
         return CODEC_NAME_BY_ID[self._codec]
+
+    @property
+    def is_transactional(self):
+        """Magic 2: the record is part of a transaction (False before magic 2)."""
+        return (self._flags & FLAG_TRANSACTIONAL) != 0
+
+    @property
+    def is_control(self):
+        """Magic 2: the record is a control record, such as a transaction marker (False before magic 2)."""
+        return (self._flags & FLAG_CONTROL) != 0
 
     def _astuple(self):
         return (self.offset, self.timestamp, self.key, self.value, self.headers, self.magic, self.codec,
@@ -1832,11 +1959,26 @@ cdef class Record:
                 f"value={self.value!r}, headers={self.headers!r}, magic={self.magic}, codec={self.codec!r})")
 
 
+cdef int expose_record_slots() except -1:
+    cdef Record probe = Record.__new__(Record)
+    markers = (object(), object(), object(), ())
+    probe.key, probe.value, probe.offset, probe.headers = markers
+    expose_slot(Record, probe, markers[0], b"key", b"The key: bytes, or None for a null key.")
+    expose_slot(Record, probe, markers[1], b"value", b"The value: bytes, or None for a null value.")
+    expose_slot(Record, probe, markers[2], b"offset", b"The absolute offset.")
+    expose_slot(Record, probe, markers[3], b"headers",
+                b"The headers, a tuple of (str, bytes | None) pairs (empty before magic 2).")
+    return 0
+
+
+expose_record_slots()
+
+
 cdef Record record_from_message(Message m):
     cdef Record r = Record.__new__(Record)
     r.key = m.key
     r.value = m.value
-    r._headers = NO_HEADERS
+    r.headers = NO_HEADERS
     r.offset = m.offset
     r._timestamp = m._timestamp
     r._ts_type = m._timestamp_type
@@ -1853,23 +1995,29 @@ cdef inline object new_binary(const uint8_t* buf, Py_ssize_t at, int64_t n):
     return None if n < 0 else PyBytes_FromStringAndSize(<char*>buf + at, <Py_ssize_t>n)
 
 
-cdef tuple build_headers(object source, Py_ssize_t q):
-    """The headers at ``q`` (the header count) of a validated record in ``source`` (bytes or bytearray)."""
-    cdef const uint8_t* buf
+cdef tuple build_headers(_BatchRecords batch, const uint8_t* buf, Py_ssize_t q, Py_ssize_t end):
+    """The headers at ``q`` (the header count) of a validated record of ``batch`` ending at ``end``.
+
+    A header key with the same bytes as the key at the same place in the batch's previous record with
+    headers (producers attach the same keys in the same order) reuses that record's ``str``."""
     cdef int64_t nheaders, hk, hv
-    cdef Py_ssize_t h, end
+    cdef Py_ssize_t h
     cdef tuple headers
-    if type(source) is bytes:
-        buf = <const uint8_t*>PyBytes_AS_STRING(source)
-        end = PyBytes_GET_SIZE(source)
-    else:
-        buf = <const uint8_t*>PyByteArray_AS_STRING(source)
-        end = PyByteArray_GET_SIZE(source)
+    cdef object key
     q = read_varint(buf, q, end, 5, &nheaders)
     headers = PyTuple_New(nheaders)
     for h in range(nheaders):
         q = read_varint(buf, q, end, 5, &hk)
-        key = PyUnicode_DecodeUTF8(<char*>buf + q, hk, NULL)
+        if h < KEY_CACHE and batch.key_size[h] == hk + 1 and memcmp(buf + q, batch.key_at[h], hk) == 0:
+            key = <object>PyList_GET_ITEM(batch.keys, h)
+        else:
+            key = PyUnicode_DecodeUTF8(<char*>buf + q, hk, NULL)
+            if h < KEY_CACHE:
+                if batch.keys is None:
+                    batch.keys = [None] * KEY_CACHE
+                batch.keys[h] = key
+                batch.key_at[h] = buf + q
+                batch.key_size[h] = hk + 1
         q += hk
         q = read_varint(buf, q, end, 5, &hv)
         pair = (key, new_binary(buf, q, hv))
@@ -1880,8 +2028,10 @@ cdef tuple build_headers(object source, Py_ssize_t q):
     return headers
 
 
-cdef Record build_record(object owner, const uint8_t* buf, Py_ssize_t* position, BatchInfo* info):
-    """The record at ``position[0]`` of a validated batch body held by ``owner``; advances ``position``."""
+cdef Record build_record(_BatchRecords batch, Py_ssize_t* position):
+    """The record at ``position[0]`` of the validated ``batch``; advances ``position``."""
+    cdef const uint8_t* buf = batch.data
+    cdef BatchInfo* info = &batch.info
     cdef Py_ssize_t p = position[0], end, q
     cdef int64_t length, ts_delta, off_delta, klen, vlen
     cdef Record r = Record.__new__(Record)
@@ -1898,11 +2048,7 @@ cdef Record build_record(object owner, const uint8_t* buf, Py_ssize_t* position,
     r.value = new_binary(buf, q, vlen)
     if vlen > 0:
         q += vlen
-    if buf[q] == 0:  # zigzag 0: no headers
-        r._headers = NO_HEADERS
-    else:
-        r._source = owner
-        r._headers_at = q
+    r.headers = NO_HEADERS if buf[q] == 0 else build_headers(batch, buf, q, end)  # zigzag 0: no headers
     r.offset = info.base_offset + off_delta
     r._timestamp = info.max_timestamp if info.ts_type else info.base_timestamp + ts_delta
     r._ts_type = info.ts_type
@@ -1911,8 +2057,7 @@ cdef Record build_record(object owner, const uint8_t* buf, Py_ssize_t* position,
     r.producer_id = info.producer_id
     r.producer_epoch = info.producer_epoch
     r.sequence = next_sequence(info.base_sequence, off_delta)
-    r.is_transactional = info.transactional
-    r.is_control = info.control
+    r._flags = (FLAG_TRANSACTIONAL if info.transactional else 0) | (FLAG_CONTROL if info.control else 0)
     position[0] = end
     return r
 
@@ -1927,6 +2072,11 @@ cdef class _BatchRecords:
     cdef int32_t count
     cdef BatchInfo info
     cdef list built
+    # header keys of the last record with headers, by position (build_headers): the str, where its bytes
+    # are in data and their length + 1 (0: none yet)
+    cdef list keys
+    cdef const uint8_t* key_at[KEY_CACHE]
+    cdef Py_ssize_t key_size[KEY_CACHE]
 
     def __iter__(self):
         if self.built is not None:
@@ -1962,7 +2112,7 @@ cdef class _BatchRecordIterator:
         if self.left <= 0:
             raise StopIteration
         self.left -= 1
-        return build_record(self.records.owner, self.records.data, &self.pos, &self.records.info)
+        return build_record(self.records, &self.pos)
 
 
 cdef tuple control_marker(list records, Py_ssize_t pos):
@@ -2195,7 +2345,6 @@ def record_rows(records, row_type, topic, partition, int64_t start):
     fill it from a tuple; the fields of a ``Record`` are read from its C struct."""
     cdef list out = []
     cdef Record r
-    cdef int64_t offset
     cdef object row, timestamp, key, value, headers, number
     if not (isinstance(row_type, type) and issubclass(row_type, tuple)):
         raise TypeError(f"row_type must be a tuple subclass, not {row_type!r}")  # tp_alloc below relies on it
@@ -2207,10 +2356,9 @@ def record_rows(records, row_type, topic, partition, int64_t start):
         untrack = untrackable and type(item) is Record
         if type(item) is Record:
             r = <Record>item
-            offset = r.offset
-            if offset < start:
+            number = r.offset
+            if number < start:
                 continue
-            number = offset
             timestamp = None if r._ts_type < 0 else r._timestamp
             key = r.key
             value = r.value

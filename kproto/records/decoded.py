@@ -287,6 +287,8 @@ class DecodedRecords:
         self._count = sum(b.records_count if b.magic == 2 else len(b.records) for b in batches)
 
     def __iter__(self) -> Iterator[RecordLike]:
+        if len(self.batches) == 1:  # the common case: the batch's own iterator, no chain step per record
+            return iter(self.batches[0].records)
         return chain.from_iterable([batch.records for batch in self.batches])
 
     def __len__(self) -> int:
