@@ -218,3 +218,11 @@ cdef _enc_FetchResponse_AbortedTransaction_v12(FetchResponse_AbortedTransaction 
 @_cy.locals(obj=FetchResponse_NodeEndpoint)
 cdef _dec_FetchResponse_NodeEndpoint_v16(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchResponse_NodeEndpoint_v16(FetchResponse_NodeEndpoint obj, bytearray out)
+@_cy.locals(s=FetchRequest_ReplicaState)
+cdef bint _is_default_FetchRequest_ReplicaState(object value) except -1
+@_cy.locals(s=FetchResponse_EpochEndOffset)
+cdef bint _is_default_FetchResponse_EpochEndOffset(object value) except -1
+@_cy.locals(s=FetchResponse_LeaderIdAndEpoch)
+cdef bint _is_default_FetchResponse_LeaderIdAndEpoch(object value) except -1
+@_cy.locals(s=FetchResponse_SnapshotId)
+cdef bint _is_default_FetchResponse_SnapshotId(object value) except -1

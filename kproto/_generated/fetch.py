@@ -150,7 +150,11 @@ def _enc_FetchRequest_v0(obj, out):
     """Append the v0 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 0, "15-18")
     if obj.forgotten_topics_data:
         raise _w.not_in_version("FetchRequest.forgotten_topics_data", 0, "7-18")
@@ -218,7 +222,11 @@ def _enc_FetchRequest_v3(obj, out):
     """Append the v3 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 3, "15-18")
     if obj.forgotten_topics_data:
         raise _w.not_in_version("FetchRequest.forgotten_topics_data", 3, "7-18")
@@ -288,7 +296,11 @@ def _enc_FetchRequest_v4(obj, out):
     """Append the v4 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 4, "15-18")
     if obj.forgotten_topics_data:
         raise _w.not_in_version("FetchRequest.forgotten_topics_data", 4, "7-18")
@@ -359,7 +371,11 @@ def _enc_FetchRequest_v5(obj, out):
     """Append the v5 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 5, "15-18")
     if obj.forgotten_topics_data:
         raise _w.not_in_version("FetchRequest.forgotten_topics_data", 5, "7-18")
@@ -450,7 +466,11 @@ def _enc_FetchRequest_v7(obj, out):
     """Append the v7 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 7, "15-18")
     f_topics = obj.topics
     if f_topics is None:
@@ -553,7 +573,11 @@ def _enc_FetchRequest_v9(obj, out):
     """Append the v9 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 9, "15-18")
     f_topics = obj.topics
     if f_topics is None:
@@ -673,7 +697,11 @@ def _enc_FetchRequest_v11(obj, out):
     """Append the v11 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 11, "15-18")
     f_topics = obj.topics
     if f_topics is None:
@@ -864,7 +892,11 @@ def _enc_FetchRequest_v12(obj, out):
     """Append the v12 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 12, "15-18")
     if cython.compiled:
         p = _grow(out, 25)
@@ -1086,7 +1118,11 @@ def _enc_FetchRequest_v13(obj, out):
     """Append the v13 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 13, "15-18")
     if cython.compiled:
         p = _grow(out, 25)
@@ -1391,7 +1427,11 @@ def _enc_FetchRequest_v15(obj, out):
         if n_cluster_id > 0:
             t += f_cluster_id
         known.append((0, t))
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         t = bytearray()
         f_replica_state = obj.replica_state
         _enc_FetchRequest_ReplicaState_v15(f_replica_state, t)
@@ -1626,7 +1666,11 @@ def _enc_FetchRequest_v17(obj, out):
         if n_cluster_id > 0:
             t += f_cluster_id
         known.append((0, t))
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         t = bytearray()
         f_replica_state = obj.replica_state
         _enc_FetchRequest_ReplicaState_v15(f_replica_state, t)
@@ -1861,7 +1905,11 @@ def _enc_FetchRequest_v18(obj, out):
         if n_cluster_id > 0:
             t += f_cluster_id
         known.append((0, t))
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         t = bytearray()
         f_replica_state = obj.replica_state
         _enc_FetchRequest_ReplicaState_v15(f_replica_state, t)
@@ -4207,11 +4255,23 @@ def _enc_FetchResponse_PartitionData_v0(obj, out):
     """Append the v0 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    if obj.diverging_epoch != FetchResponse_EpochEndOffset():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_EpochEndOffset(obj.diverging_epoch)
+    else:
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 0, "12-18")
-    if obj.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 0, "12-18")
-    if obj.snapshot_id != FetchResponse_SnapshotId():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_SnapshotId(obj.snapshot_id)
+    else:
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 0, "12-18")
     if obj.preferred_read_replica != -1:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 0, "11-18")
@@ -4296,11 +4356,23 @@ def _enc_FetchResponse_PartitionData_v4(obj, out):
     """Append the v4 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    if obj.diverging_epoch != FetchResponse_EpochEndOffset():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_EpochEndOffset(obj.diverging_epoch)
+    else:
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 4, "12-18")
-    if obj.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 4, "12-18")
-    if obj.snapshot_id != FetchResponse_SnapshotId():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_SnapshotId(obj.snapshot_id)
+    else:
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 4, "12-18")
     if obj.preferred_read_replica != -1:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 4, "11-18")
@@ -4400,11 +4472,23 @@ def _enc_FetchResponse_PartitionData_v5(obj, out):
     """Append the v5 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    if obj.diverging_epoch != FetchResponse_EpochEndOffset():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_EpochEndOffset(obj.diverging_epoch)
+    else:
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 5, "12-18")
-    if obj.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 5, "12-18")
-    if obj.snapshot_id != FetchResponse_SnapshotId():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_SnapshotId(obj.snapshot_id)
+    else:
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 5, "12-18")
     if obj.preferred_read_replica != -1:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 5, "11-18")
@@ -4506,11 +4590,23 @@ def _enc_FetchResponse_PartitionData_v11(obj, out):
     """Append the v11 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    if obj.diverging_epoch != FetchResponse_EpochEndOffset():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_EpochEndOffset(obj.diverging_epoch)
+    else:
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 11, "12-18")
-    if obj.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 11, "12-18")
-    if obj.snapshot_id != FetchResponse_SnapshotId():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_SnapshotId(obj.snapshot_id)
+    else:
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 11, "12-18")
     f_aborted_transactions = obj.aborted_transactions
     if f_aborted_transactions is None:
@@ -4713,17 +4809,29 @@ def _enc_FetchResponse_PartitionData_v12(obj, out):
     if n_records > 0:
         out += f_records
     known = []
-    if obj.diverging_epoch != FetchResponse_EpochEndOffset():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_EpochEndOffset(obj.diverging_epoch)
+    else:
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+    if differs:
         t = bytearray()
         f_diverging_epoch = obj.diverging_epoch
         _enc_FetchResponse_EpochEndOffset_v12(f_diverging_epoch, t)
         known.append((0, t))
-    if obj.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+    if differs:
         t = bytearray()
         f_current_leader = obj.current_leader
         _enc_FetchResponse_LeaderIdAndEpoch_v12(f_current_leader, t)
         known.append((1, t))
-    if obj.snapshot_id != FetchResponse_SnapshotId():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_SnapshotId(obj.snapshot_id)
+    else:
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+    if differs:
         t = bytearray()
         f_snapshot_id = obj.snapshot_id
         _enc_FetchResponse_SnapshotId_v12(f_snapshot_id, t)
@@ -5053,6 +5161,38 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.NodeEndpoint")
     else:
         out.append(0)
+
+
+def _is_default_FetchRequest_ReplicaState(value):
+    """Whether ``value == FetchRequest_ReplicaState()``, without building one (compiled encoders only)."""
+    if type(value) is not FetchRequest_ReplicaState:
+        return False
+    s = value
+    return s.replica_id == -1 and s.replica_epoch == -1 and s.unknown_tagged_fields == []
+
+
+def _is_default_FetchResponse_EpochEndOffset(value):
+    """Whether ``value == FetchResponse_EpochEndOffset()``, without building one (compiled encoders only)."""
+    if type(value) is not FetchResponse_EpochEndOffset:
+        return False
+    s = value
+    return s.epoch == -1 and s.end_offset == -1 and s.unknown_tagged_fields == []
+
+
+def _is_default_FetchResponse_LeaderIdAndEpoch(value):
+    """Whether ``value == FetchResponse_LeaderIdAndEpoch()``, without building one (compiled encoders only)."""
+    if type(value) is not FetchResponse_LeaderIdAndEpoch:
+        return False
+    s = value
+    return s.leader_id == -1 and s.leader_epoch == -1 and s.unknown_tagged_fields == []
+
+
+def _is_default_FetchResponse_SnapshotId(value):
+    """Whether ``value == FetchResponse_SnapshotId()``, without building one (compiled encoders only)."""
+    if type(value) is not FetchResponse_SnapshotId:
+        return False
+    s = value
+    return s.end_offset == -1 and s.epoch == -1 and s.unknown_tagged_fields == []
 
 
 class FetchRequest_ReplicaState(Struct):

@@ -86,3 +86,5 @@ cdef _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(FetchSnapshotResponse_Leader
 @_cy.locals(obj=FetchSnapshotResponse_NodeEndpoint)
 cdef _dec_FetchSnapshotResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotResponse_NodeEndpoint_v1(FetchSnapshotResponse_NodeEndpoint obj, bytearray out)
+@_cy.locals(s=FetchSnapshotResponse_LeaderIdAndEpoch)
+cdef bint _is_default_FetchSnapshotResponse_LeaderIdAndEpoch(object value) except -1

@@ -1111,7 +1111,11 @@ def _enc_FetchSnapshotResponse_PartitionSnapshot_v0(obj, out):
     if n_unaligned_records > 0:
         out += f_unaligned_records
     known = []
-    if obj.current_leader != FetchSnapshotResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchSnapshotResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchSnapshotResponse_LeaderIdAndEpoch()
+    if differs:
         t = bytearray()
         f_current_leader = obj.current_leader
         _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(f_current_leader, t)
@@ -1289,6 +1293,14 @@ def _enc_FetchSnapshotResponse_NodeEndpoint_v1(obj, out):
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.NodeEndpoint")
     else:
         out.append(0)
+
+
+def _is_default_FetchSnapshotResponse_LeaderIdAndEpoch(value):
+    """Whether ``value == FetchSnapshotResponse_LeaderIdAndEpoch()``, without building one (compiled encoders only)."""
+    if type(value) is not FetchSnapshotResponse_LeaderIdAndEpoch:
+        return False
+    s = value
+    return s.leader_id == 0 and s.leader_epoch == 0 and s.unknown_tagged_fields == []
 
 
 class FetchSnapshotRequest_SnapshotId(Struct):

@@ -143,3 +143,5 @@ cdef _enc_ProduceResponse_LeaderIdAndEpoch_v10(ProduceResponse_LeaderIdAndEpoch 
 @_cy.locals(obj=ProduceResponse_NodeEndpoint)
 cdef _dec_ProduceResponse_NodeEndpoint_v10(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_ProduceResponse_NodeEndpoint_v10(ProduceResponse_NodeEndpoint obj, bytearray out)
+@_cy.locals(s=ProduceResponse_LeaderIdAndEpoch)
+cdef bint _is_default_ProduceResponse_LeaderIdAndEpoch(object value) except -1

@@ -2059,7 +2059,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_v0(obj, out):
     """Append the v0 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 0, "10-13")
     if cython.compiled:
         p = _grow(out, 14)
@@ -2101,7 +2105,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_v2(obj, out):
     """Append the v2 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 2, "10-13")
     if cython.compiled:
         p = _grow(out, 22)
@@ -2145,7 +2153,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_v5(obj, out):
     """Append the v5 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 5, "10-13")
     if cython.compiled:
         p = _grow(out, 30)
@@ -2221,7 +2233,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
     """Append the v8 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 8, "10-13")
     f_record_errors = obj.record_errors
     if f_record_errors is None:
@@ -2341,7 +2357,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
     """Append the v9 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 9, "10-13")
     if cython.compiled:
         p = _grow(out, 30)
@@ -2522,7 +2542,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
     if n_error_message > 0:
         out += f_error_message
     known = []
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         t = bytearray()
         f_current_leader = obj.current_leader
         _enc_ProduceResponse_LeaderIdAndEpoch_v10(f_current_leader, t)
@@ -2832,6 +2856,14 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.NodeEndpoint")
     else:
         out.append(0)
+
+
+def _is_default_ProduceResponse_LeaderIdAndEpoch(value):
+    """Whether ``value == ProduceResponse_LeaderIdAndEpoch()``, without building one (compiled encoders only)."""
+    if type(value) is not ProduceResponse_LeaderIdAndEpoch:
+        return False
+    s = value
+    return s.leader_id == -1 and s.leader_epoch == -1 and s.unknown_tagged_fields == []
 
 
 class ProduceRequest_PartitionProduceData(Struct):

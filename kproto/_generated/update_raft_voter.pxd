@@ -44,3 +44,5 @@ cpdef _enc_UpdateRaftVoterResponse_v0(UpdateRaftVoterResponse obj, bytearray out
 @_cy.locals(obj=UpdateRaftVoterResponse_CurrentLeader)
 cdef _dec_UpdateRaftVoterResponse_CurrentLeader_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_UpdateRaftVoterResponse_CurrentLeader_v0(UpdateRaftVoterResponse_CurrentLeader obj, bytearray out)
+@_cy.locals(s=UpdateRaftVoterResponse_CurrentLeader)
+cdef bint _is_default_UpdateRaftVoterResponse_CurrentLeader(object value) except -1

@@ -395,7 +395,11 @@ def _enc_UpdateRaftVoterResponse_v0(obj, out):
     else:
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     known = []
-    if obj.current_leader != UpdateRaftVoterResponse_CurrentLeader():
+    if cython.compiled:
+        differs = not _is_default_UpdateRaftVoterResponse_CurrentLeader(obj.current_leader)
+    else:
+        differs = obj.current_leader != UpdateRaftVoterResponse_CurrentLeader()
+    if differs:
         t = bytearray()
         f_current_leader = obj.current_leader
         _enc_UpdateRaftVoterResponse_CurrentLeader_v0(f_current_leader, t)
@@ -496,6 +500,14 @@ def _enc_UpdateRaftVoterResponse_CurrentLeader_v0(obj, out):
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterResponse.CurrentLeader")
     else:
         out.append(0)
+
+
+def _is_default_UpdateRaftVoterResponse_CurrentLeader(value):
+    """Whether ``value == UpdateRaftVoterResponse_CurrentLeader()``, without building one (compiled encoders only)."""
+    if type(value) is not UpdateRaftVoterResponse_CurrentLeader:
+        return False
+    s = value
+    return s.leader_id == -1 and s.leader_epoch == -1 and s.host == '' and s.port == 0 and s.unknown_tagged_fields == []
 
 
 class UpdateRaftVoterRequest_Listener(Struct):
