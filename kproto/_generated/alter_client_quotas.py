@@ -447,7 +447,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
     else:
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
@@ -462,7 +465,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
     else:
         out += _S_h.pack(n_entity_name)
     if n_entity_name > 0:
-        out += f_entity_name
+        if cython.compiled:
+            _put_bytes(out, f_entity_name)
+        else:
+            out += f_entity_name
 
 
 def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
@@ -546,7 +552,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
@@ -562,7 +571,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
-        out += f_entity_name
+        if cython.compiled:
+            _put_bytes(out, f_entity_name)
+        else:
+            out += f_entity_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.EntityData")
     else:
@@ -627,7 +639,10 @@ def _enc_AlterClientQuotasRequest_OpData_v0(obj, out):
     else:
         out += _S_h.pack(n_key)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
     if cython.compiled:
         p = _grow(out, 9)
         _put_d(p, 0, obj.value)
@@ -705,7 +720,10 @@ def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
     if cython.compiled:
         p = _grow(out, 9)
         _put_d(p, 0, obj.value)
@@ -910,7 +928,10 @@ def _enc_AlterClientQuotasResponse_EntryData_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_entity = obj.entity
     if f_entity is None:
         raise _w.not_nullable("AlterClientQuotasResponse.EntryData.entity")
@@ -1020,7 +1041,10 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_entity = obj.entity
     if f_entity is None:
         raise _w.not_nullable("AlterClientQuotasResponse.EntryData.entity")
@@ -1105,7 +1129,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
     else:
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
@@ -1120,7 +1147,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
     else:
         out += _S_h.pack(n_entity_name)
     if n_entity_name > 0:
-        out += f_entity_name
+        if cython.compiled:
+            _put_bytes(out, f_entity_name)
+        else:
+            out += f_entity_name
 
 
 def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
@@ -1204,7 +1234,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
@@ -1220,7 +1253,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
-        out += f_entity_name
+        if cython.compiled:
+            _put_bytes(out, f_entity_name)
+        else:
+            out += f_entity_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData.EntityData")
     else:

@@ -232,7 +232,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(obj, out):
     else:
         out += _S_h.pack(n_path)
     if n_path > 0:
-        out += f_path
+        if cython.compiled:
+            _put_bytes(out, f_path)
+        else:
+            out += f_path
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics")
@@ -327,7 +330,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(obj, out):
     else:
         _w.put_uvarint(out, n_path + 1)
     if n_path > 0:
-        out += f_path
+        if cython.compiled:
+            _put_bytes(out, f_path)
+        else:
+            out += f_path
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics")
@@ -407,7 +413,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.partitions")
@@ -502,7 +511,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.partitions")
@@ -713,7 +725,10 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions")
@@ -808,7 +823,10 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions")

@@ -492,7 +492,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_id")
@@ -508,7 +511,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_state")
@@ -524,7 +530,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     if cython.compiled:
         p = _grow(out, 8)
         _put_i(p, 0, obj.group_epoch)
@@ -546,7 +555,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     else:
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
-        out += f_assignor_name
+        if cython.compiled:
+            _put_bytes(out, f_assignor_name)
+        else:
+            out += f_assignor_name
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.members")
@@ -753,7 +765,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_id")
@@ -769,7 +784,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_state")
@@ -785,7 +803,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     if cython.compiled:
         p = _grow(out, 8)
         _put_i(p, 0, obj.group_epoch)
@@ -807,7 +828,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
-        out += f_assignor_name
+        if cython.compiled:
+            _put_bytes(out, f_assignor_name)
+        else:
+            out += f_assignor_name
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.members")
@@ -1073,7 +1097,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_instance_id = obj.instance_id
     if f_instance_id is None:
         n_instance_id = -1
@@ -1089,7 +1116,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
-        out += f_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_instance_id)
+        else:
+            out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
@@ -1105,7 +1135,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -1126,7 +1159,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host")
@@ -1142,7 +1178,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
     if f_subscribed_topic_names is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names")
@@ -1181,7 +1220,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
-        out += f_subscribed_topic_regex
+        if cython.compiled:
+            _put_bytes(out, f_subscribed_topic_regex)
+        else:
+            out += f_subscribed_topic_regex
     f_assignment = obj.assignment
     _enc_ConsumerGroupDescribeResponse_Assignment_v0(f_assignment, out)
     f_target_assignment = obj.target_assignment
@@ -1438,7 +1480,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_instance_id = obj.instance_id
     if f_instance_id is None:
         n_instance_id = -1
@@ -1454,7 +1499,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
-        out += f_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_instance_id)
+        else:
+            out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
@@ -1470,7 +1518,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -1491,7 +1542,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host")
@@ -1507,7 +1561,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
     if f_subscribed_topic_names is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names")
@@ -1546,7 +1603,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
-        out += f_subscribed_topic_regex
+        if cython.compiled:
+            _put_bytes(out, f_subscribed_topic_regex)
+        else:
+            out += f_subscribed_topic_regex
     f_assignment = obj.assignment
     _enc_ConsumerGroupDescribeResponse_Assignment_v0(f_assignment, out)
     f_target_assignment = obj.target_assignment
@@ -1705,7 +1765,10 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.partitions")

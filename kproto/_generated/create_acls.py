@@ -317,7 +317,10 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.principal")
@@ -332,7 +335,10 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
     else:
         out += _S_h.pack(n_principal)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.host")
@@ -347,7 +353,10 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
     else:
         out += _S_h.pack(n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -452,7 +461,10 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.principal")
@@ -468,7 +480,10 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_pattern_type, n_principal)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.host")
@@ -483,7 +498,10 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
     else:
         out += _S_h.pack(n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -625,7 +643,10 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.resource_pattern_type)
@@ -646,7 +667,10 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.host")
@@ -662,7 +686,10 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -848,7 +875,10 @@ def _enc_CreateAclsResponse_AclCreationResult_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
 
 
 def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
@@ -922,7 +952,10 @@ def _enc_CreateAclsResponse_AclCreationResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse.AclCreationResult")
     else:

@@ -324,7 +324,10 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_owner_principal_type + 1)
     if n_owner_principal_type > 0:
-        out += f_owner_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_owner_principal_type)
+        else:
+            out += f_owner_principal_type
     f_owner_principal_name = obj.owner_principal_name
     if f_owner_principal_name is None:
         n_owner_principal_name = -1
@@ -340,7 +343,10 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_owner_principal_name + 1)
     if n_owner_principal_name > 0:
-        out += f_owner_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_owner_principal_name)
+        else:
+            out += f_owner_principal_name
     f_renewers = obj.renewers
     if f_renewers is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.renewers")
@@ -428,7 +434,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_name")
@@ -443,7 +452,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
 
 
 def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
@@ -525,7 +537,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_name")
@@ -541,7 +556,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest.CreatableRenewers")
     else:
@@ -665,7 +683,10 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_principal_type)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
@@ -680,7 +701,10 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     f_token_id = obj.token_id
     if f_token_id is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_id")
@@ -698,7 +722,10 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
     else:
         out += _S_qqqh.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms, n_token_id)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.hmac")
@@ -710,7 +737,10 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
     else:
         out += _S_i.pack(n_hmac)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.throttle_time_ms)
@@ -877,7 +907,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
@@ -893,7 +926,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     if cython.compiled:
         p = _grow(out, 24)
         _put_q(p, 0, obj.issue_timestamp_ms)
@@ -916,7 +952,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.hmac")
@@ -929,7 +968,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.throttle_time_ms)
@@ -1140,7 +1182,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
@@ -1156,7 +1201,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     f_token_requester_principal_type = obj.token_requester_principal_type
     if f_token_requester_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_type")
@@ -1172,7 +1220,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_requester_principal_type + 1)
     if n_token_requester_principal_type > 0:
-        out += f_token_requester_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_token_requester_principal_type)
+        else:
+            out += f_token_requester_principal_type
     f_token_requester_principal_name = obj.token_requester_principal_name
     if f_token_requester_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_name")
@@ -1188,7 +1239,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_requester_principal_name + 1)
     if n_token_requester_principal_name > 0:
-        out += f_token_requester_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_token_requester_principal_name)
+        else:
+            out += f_token_requester_principal_name
     if cython.compiled:
         p = _grow(out, 24)
         _put_q(p, 0, obj.issue_timestamp_ms)
@@ -1211,7 +1265,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.hmac")
@@ -1224,7 +1281,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.throttle_time_ms)

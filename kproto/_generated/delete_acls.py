@@ -330,7 +330,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
@@ -345,7 +348,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_filter)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -360,7 +366,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
     else:
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -471,7 +480,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
@@ -487,7 +499,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
     else:
         out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -502,7 +517,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
     else:
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -650,7 +668,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.pattern_type_filter)
@@ -671,7 +692,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -687,7 +711,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     else:
         _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -941,7 +968,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_matching_acls = obj.matching_acls
     if f_matching_acls is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
@@ -1025,7 +1055,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_matching_acls = obj.matching_acls
     if f_matching_acls is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
@@ -1135,7 +1168,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_matching_acls = obj.matching_acls
     if f_matching_acls is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
@@ -1274,7 +1310,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
@@ -1290,7 +1329,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
@@ -1305,7 +1347,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
     else:
         out += _S_h.pack(n_principal)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
@@ -1320,7 +1365,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
     else:
         out += _S_h.pack(n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -1447,7 +1495,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
@@ -1463,7 +1514,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
@@ -1479,7 +1533,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
     else:
         out += _S_bh.pack(obj.pattern_type, n_principal)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
@@ -1494,7 +1551,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
     else:
         out += _S_h.pack(n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -1669,7 +1729,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.resource_type)
@@ -1690,7 +1753,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.pattern_type)
@@ -1711,7 +1777,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
@@ -1727,7 +1796,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)

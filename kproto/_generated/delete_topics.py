@@ -372,7 +372,10 @@ def _enc_DeleteTopicsRequest_DeleteTopicState_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     out += obj.topic_id.bytes
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest.DeleteTopicState")
@@ -753,7 +756,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -827,7 +833,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -929,7 +938,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -950,7 +962,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
     else:
@@ -1053,7 +1068,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     out += obj.topic_id.bytes
     if cython.compiled:
         p = _grow(out, 2)
@@ -1075,7 +1093,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v6(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
     else:

@@ -176,7 +176,10 @@ def _enc_DescribeAclsRequest_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
@@ -191,7 +194,10 @@ def _enc_DescribeAclsRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_filter)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -206,7 +212,10 @@ def _enc_DescribeAclsRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -317,7 +326,10 @@ def _enc_DescribeAclsRequest_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
@@ -333,7 +345,10 @@ def _enc_DescribeAclsRequest_v1(obj, out):
     else:
         out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -348,7 +363,10 @@ def _enc_DescribeAclsRequest_v1(obj, out):
     else:
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -496,7 +514,10 @@ def _enc_DescribeAclsRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.pattern_type_filter)
@@ -517,7 +538,10 @@ def _enc_DescribeAclsRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -533,7 +557,10 @@ def _enc_DescribeAclsRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -618,7 +645,10 @@ def _enc_DescribeAclsResponse_v0(obj, out):
     else:
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resources = obj.resources
     if f_resources is None:
         raise _w.not_nullable("DescribeAclsResponse.resources")
@@ -705,7 +735,10 @@ def _enc_DescribeAclsResponse_v1(obj, out):
     else:
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resources = obj.resources
     if f_resources is None:
         raise _w.not_nullable("DescribeAclsResponse.resources")
@@ -818,7 +851,10 @@ def _enc_DescribeAclsResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resources = obj.resources
     if f_resources is None:
         raise _w.not_nullable("DescribeAclsResponse.resources")
@@ -908,7 +944,10 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_acls = obj.acls
     if f_acls is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.acls")
@@ -992,7 +1031,10 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_acls = obj.acls
     if f_acls is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.acls")
@@ -1109,7 +1151,10 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.pattern_type)
@@ -1207,7 +1252,10 @@ def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
     else:
         out += _S_h.pack(n_principal)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.host")
@@ -1222,7 +1270,10 @@ def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
     else:
         out += _S_h.pack(n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -1320,7 +1371,10 @@ def _enc_DescribeAclsResponse_AclDescription_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.host")
@@ -1336,7 +1390,10 @@ def _enc_DescribeAclsResponse_AclDescription_v2(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)

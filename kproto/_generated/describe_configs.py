@@ -426,7 +426,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configuration_keys = obj.configuration_keys
     if f_configuration_keys is None:
         n_configuration_keys = -1
@@ -558,7 +561,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configuration_keys = obj.configuration_keys
     if f_configuration_keys is None:
         n_configuration_keys = -1
@@ -899,7 +905,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
@@ -915,7 +924,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
@@ -1019,7 +1031,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
@@ -1035,7 +1050,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
@@ -1139,7 +1157,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
@@ -1155,7 +1176,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
@@ -1296,7 +1320,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.resource_type)
@@ -1317,7 +1344,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
@@ -1427,7 +1457,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -1442,7 +1475,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
     else:
         out += _S_h.pack(n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if cython.compiled:
         p = _grow(out, 3)
         _put_b(p, 0, 1 if obj.read_only else 0)
@@ -1553,7 +1589,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -1568,7 +1607,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
     else:
         out += _S_h.pack(n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     f_synonyms = obj.synonyms
     if f_synonyms is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms")
@@ -1707,7 +1749,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -1722,7 +1767,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
     else:
         out += _S_h.pack(n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     f_synonyms = obj.synonyms
     if f_synonyms is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms")
@@ -1753,7 +1801,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
     else:
         out += _S_bh.pack(obj.config_type, n_documentation)
     if n_documentation > 0:
-        out += f_documentation
+        if cython.compiled:
+            _put_bytes(out, f_documentation)
+        else:
+            out += f_documentation
 
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end):
@@ -1915,7 +1966,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -1931,7 +1985,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if cython.compiled:
         p = _grow(out, 3)
         _put_b(p, 0, 1 if obj.read_only else 0)
@@ -1972,7 +2029,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_documentation + 1)
     if n_documentation > 0:
-        out += f_documentation
+        if cython.compiled:
+            _put_bytes(out, f_documentation)
+        else:
+            out += f_documentation
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult")
     else:
@@ -2052,7 +2112,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -2067,7 +2130,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
     else:
         out += _S_h.pack(n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.source)
@@ -2164,7 +2230,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -2180,7 +2249,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.source)

@@ -241,7 +241,10 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(obj, out
     else:
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name")
@@ -256,7 +259,10 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(obj, out
     else:
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
 
 
 def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur, end):
@@ -338,7 +344,10 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name")
@@ -354,7 +363,10 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner")
     else:
@@ -722,7 +734,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name")
@@ -737,7 +752,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     f_token_id = obj.token_id
     if f_token_id is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id")
@@ -755,7 +773,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
     else:
         out += _S_qqqh.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp, n_token_id)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.hmac")
@@ -767,7 +788,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
     else:
         out += _S_i.pack(n_hmac)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     f_renewers = obj.renewers
     if f_renewers is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
@@ -944,7 +968,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name")
@@ -960,7 +987,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     if cython.compiled:
         p = _grow(out, 24)
         _put_q(p, 0, obj.issue_timestamp)
@@ -983,7 +1013,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.hmac")
@@ -996,7 +1029,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     f_renewers = obj.renewers
     if f_renewers is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
@@ -1218,7 +1254,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name")
@@ -1234,7 +1273,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     f_token_requester_principal_type = obj.token_requester_principal_type
     if f_token_requester_principal_type is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type")
@@ -1250,7 +1292,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_requester_principal_type + 1)
     if n_token_requester_principal_type > 0:
-        out += f_token_requester_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_token_requester_principal_type)
+        else:
+            out += f_token_requester_principal_type
     f_token_requester_principal_name = obj.token_requester_principal_name
     if f_token_requester_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name")
@@ -1266,7 +1311,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_requester_principal_name + 1)
     if n_token_requester_principal_name > 0:
-        out += f_token_requester_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_token_requester_principal_name)
+        else:
+            out += f_token_requester_principal_name
     if cython.compiled:
         p = _grow(out, 24)
         _put_q(p, 0, obj.issue_timestamp)
@@ -1289,7 +1337,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.hmac")
@@ -1302,7 +1353,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     f_renewers = obj.renewers
     if f_renewers is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
@@ -1385,7 +1439,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(obj,
     else:
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name")
@@ -1400,7 +1457,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(obj,
     else:
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
 
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end):
@@ -1482,7 +1542,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(obj,
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name")
@@ -1498,7 +1561,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(obj,
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer")
     else:

@@ -777,7 +777,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
@@ -792,7 +795,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
     else:
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
@@ -807,7 +813,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
@@ -822,7 +831,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
     else:
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
-        out += f_protocol_data
+        if cython.compiled:
+            _put_bytes(out, f_protocol_data)
+        else:
+            out += f_protocol_data
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
@@ -969,7 +981,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
@@ -984,7 +999,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
     else:
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
@@ -999,7 +1017,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
@@ -1014,7 +1035,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
     else:
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
-        out += f_protocol_data
+        if cython.compiled:
+            _put_bytes(out, f_protocol_data)
+        else:
+            out += f_protocol_data
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
@@ -1166,7 +1190,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
@@ -1181,7 +1208,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
     else:
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
@@ -1196,7 +1226,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
@@ -1211,7 +1244,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
     else:
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
-        out += f_protocol_data
+        if cython.compiled:
+            _put_bytes(out, f_protocol_data)
+        else:
+            out += f_protocol_data
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
@@ -1404,7 +1440,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
@@ -1420,7 +1459,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
@@ -1436,7 +1478,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
@@ -1452,7 +1497,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
-        out += f_protocol_data
+        if cython.compiled:
+            _put_bytes(out, f_protocol_data)
+        else:
+            out += f_protocol_data
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
@@ -1672,7 +1720,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
@@ -1688,7 +1739,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
@@ -1704,7 +1758,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
@@ -1720,7 +1777,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
@@ -1736,7 +1796,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
-        out += f_protocol_data
+        if cython.compiled:
+            _put_bytes(out, f_protocol_data)
+        else:
+            out += f_protocol_data
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
@@ -1869,7 +1932,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
@@ -1884,7 +1950,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     else:
         out += _S_h.pack(n_client_id)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
@@ -1899,7 +1968,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     else:
         out += _S_h.pack(n_client_host)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     f_member_metadata = obj.member_metadata
     if f_member_metadata is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_metadata")
@@ -1911,7 +1983,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     else:
         out += _S_i.pack(n_member_metadata)
     if n_member_metadata > 0:
-        out += f_member_metadata
+        if cython.compiled:
+            _put_bytes(out, f_member_metadata)
+        else:
+            out += f_member_metadata
     f_member_assignment = obj.member_assignment
     if f_member_assignment is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_assignment")
@@ -1923,7 +1998,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     else:
         out += _S_i.pack(n_member_assignment)
     if n_member_assignment > 0:
-        out += f_member_assignment
+        if cython.compiled:
+            _put_bytes(out, f_member_assignment)
+        else:
+            out += f_member_assignment
 
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
@@ -2053,7 +2131,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -2068,7 +2149,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
@@ -2083,7 +2167,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_h.pack(n_client_id)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
@@ -2098,7 +2185,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_h.pack(n_client_host)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     f_member_metadata = obj.member_metadata
     if f_member_metadata is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_metadata")
@@ -2110,7 +2200,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_i.pack(n_member_metadata)
     if n_member_metadata > 0:
-        out += f_member_metadata
+        if cython.compiled:
+            _put_bytes(out, f_member_metadata)
+        else:
+            out += f_member_metadata
     f_member_assignment = obj.member_assignment
     if f_member_assignment is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_assignment")
@@ -2122,7 +2215,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_i.pack(n_member_assignment)
     if n_member_assignment > 0:
-        out += f_member_assignment
+        if cython.compiled:
+            _put_bytes(out, f_member_assignment)
+        else:
+            out += f_member_assignment
 
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
@@ -2288,7 +2384,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -2304,7 +2403,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
@@ -2320,7 +2422,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
@@ -2336,7 +2441,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     f_member_metadata = obj.member_metadata
     if f_member_metadata is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_metadata")
@@ -2349,7 +2457,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_member_metadata + 1)
     if n_member_metadata > 0:
-        out += f_member_metadata
+        if cython.compiled:
+            _put_bytes(out, f_member_metadata)
+        else:
+            out += f_member_metadata
     f_member_assignment = obj.member_assignment
     if f_member_assignment is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_assignment")
@@ -2362,7 +2473,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_member_assignment + 1)
     if n_member_assignment > 0:
-        out += f_member_assignment
+        if cython.compiled:
+            _put_bytes(out, f_member_assignment)
+        else:
+            out += f_member_assignment
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember")
     else:

@@ -200,7 +200,10 @@ def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         n_topics = -1
@@ -297,7 +300,10 @@ def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic.partitions")
@@ -582,7 +588,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.topics")
@@ -616,7 +625,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup")
     else:
@@ -736,7 +748,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.topics")
@@ -770,7 +785,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup")
     else:
@@ -862,7 +880,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     out += obj.topic_id.bytes
     f_partitions = obj.partitions
     if f_partitions is None:
@@ -968,7 +989,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     out += obj.topic_id.bytes
     f_partitions = obj.partitions
     if f_partitions is None:
@@ -1072,7 +1096,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition")
     else:
@@ -1162,7 +1189,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition")
     else:

@@ -131,7 +131,10 @@ def _dec_FetchRequest_v0(buf, cur, end):
     obj = FetchRequest.__new__(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = 2147483647
@@ -203,7 +206,10 @@ def _dec_FetchRequest_v3(buf, cur, end):
     obj = FetchRequest.__new__(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -277,7 +283,10 @@ def _dec_FetchRequest_v4(buf, cur, end):
     obj = FetchRequest.__new__(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -352,7 +361,10 @@ def _dec_FetchRequest_v5(buf, cur, end):
     obj = FetchRequest.__new__(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -447,7 +459,10 @@ def _dec_FetchRequest_v7(buf, cur, end):
     obj = FetchRequest.__new__(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -554,7 +569,10 @@ def _dec_FetchRequest_v9(buf, cur, end):
     obj = FetchRequest.__new__(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -678,7 +696,10 @@ def _dec_FetchRequest_v11(buf, cur, end):
     obj = FetchRequest.__new__(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -748,7 +769,10 @@ def _enc_FetchRequest_v11(obj, out):
     else:
         out += _S_h.pack(n_rack_id)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
 
 
 def _dec_FetchRequest_v12(buf, cur, end):
@@ -873,7 +897,10 @@ def _dec_FetchRequest_v12(buf, cur, end):
     obj = FetchRequest.__new__(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -950,7 +977,10 @@ def _enc_FetchRequest_v12(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
@@ -969,7 +999,10 @@ def _enc_FetchRequest_v12(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
@@ -1099,7 +1132,10 @@ def _dec_FetchRequest_v13(buf, cur, end):
     obj = FetchRequest.__new__(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -1176,7 +1212,10 @@ def _enc_FetchRequest_v13(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
@@ -1195,7 +1234,10 @@ def _enc_FetchRequest_v13(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
@@ -1287,7 +1329,10 @@ def _dec_FetchRequest_v15(buf, cur, end):
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
-    f_replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        f_replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        f_replica_state = FetchRequest_ReplicaState()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1406,7 +1451,10 @@ def _enc_FetchRequest_v15(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
@@ -1425,7 +1473,10 @@ def _enc_FetchRequest_v15(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
     if cython.compiled:
         differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
@@ -1526,7 +1577,10 @@ def _dec_FetchRequest_v17(buf, cur, end):
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
-    f_replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        f_replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        f_replica_state = FetchRequest_ReplicaState()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1645,7 +1699,10 @@ def _enc_FetchRequest_v17(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
@@ -1664,7 +1721,10 @@ def _enc_FetchRequest_v17(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
     if cython.compiled:
         differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
@@ -1765,7 +1825,10 @@ def _dec_FetchRequest_v18(buf, cur, end):
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
-    f_replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        f_replica_state = _new_FetchRequest_ReplicaState()
+    else:
+        f_replica_state = FetchRequest_ReplicaState()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1884,7 +1947,10 @@ def _enc_FetchRequest_v18(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
@@ -1903,7 +1969,10 @@ def _enc_FetchRequest_v18(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
     if cython.compiled:
         differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
@@ -2025,7 +2094,10 @@ def _enc_FetchRequest_FetchTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
@@ -2105,7 +2177,10 @@ def _enc_FetchRequest_FetchTopic_v5(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
@@ -2185,7 +2260,10 @@ def _enc_FetchRequest_FetchTopic_v9(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
@@ -2281,7 +2359,10 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
@@ -2906,7 +2987,10 @@ def _enc_FetchRequest_ForgottenTopic_v7(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.ForgottenTopic.partitions")
@@ -3002,7 +3086,10 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.ForgottenTopic.partitions")
@@ -3790,7 +3877,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
@@ -3870,7 +3960,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v4(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
@@ -3950,7 +4043,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v5(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
@@ -4030,7 +4126,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v11(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
@@ -4126,7 +4225,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
@@ -4240,9 +4342,18 @@ def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = -1
     obj.log_start_offset = -1
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = _new_FetchResponse_EpochEndOffset()
+    else:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    if cython.compiled:
+        obj.current_leader = _new_FetchResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.snapshot_id = _new_FetchResponse_SnapshotId()
+    else:
+        obj.snapshot_id = FetchResponse_SnapshotId()
     obj.aborted_transactions = []
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4290,7 +4401,10 @@ def _enc_FetchResponse_PartitionData_v0(obj, out):
     else:
         out += _S_ihqi.pack(obj.partition_index, obj.error_code, obj.high_watermark, n_records)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
 
 
 def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
@@ -4341,9 +4455,18 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = -1
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = _new_FetchResponse_EpochEndOffset()
+    else:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    if cython.compiled:
+        obj.current_leader = _new_FetchResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.snapshot_id = _new_FetchResponse_SnapshotId()
+    else:
+        obj.snapshot_id = FetchResponse_SnapshotId()
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4405,7 +4528,10 @@ def _enc_FetchResponse_PartitionData_v4(obj, out):
     else:
         out += _S_i.pack(n_records)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
 
 
 def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
@@ -4457,9 +4583,18 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = f_log_start_offset
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = _new_FetchResponse_EpochEndOffset()
+    else:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    if cython.compiled:
+        obj.current_leader = _new_FetchResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.snapshot_id = _new_FetchResponse_SnapshotId()
+    else:
+        obj.snapshot_id = FetchResponse_SnapshotId()
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4522,7 +4657,10 @@ def _enc_FetchResponse_PartitionData_v5(obj, out):
     else:
         out += _S_i.pack(n_records)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
 
 
 def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
@@ -4575,9 +4713,18 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = f_log_start_offset
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = _new_FetchResponse_EpochEndOffset()
+    else:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    if cython.compiled:
+        obj.current_leader = _new_FetchResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.snapshot_id = _new_FetchResponse_SnapshotId()
+    else:
+        obj.snapshot_id = FetchResponse_SnapshotId()
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = f_preferred_read_replica
     obj.records = f_records
@@ -4639,7 +4786,10 @@ def _enc_FetchResponse_PartitionData_v11(obj, out):
     else:
         out += _S_ii.pack(obj.preferred_read_replica, n_records)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
 
 
 def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
@@ -4708,9 +4858,18 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 1, True)
-    f_diverging_epoch = FetchResponse_EpochEndOffset()
-    f_current_leader = FetchResponse_LeaderIdAndEpoch()
-    f_snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        f_diverging_epoch = _new_FetchResponse_EpochEndOffset()
+    else:
+        f_diverging_epoch = FetchResponse_EpochEndOffset()
+    if cython.compiled:
+        f_current_leader = _new_FetchResponse_LeaderIdAndEpoch()
+    else:
+        f_current_leader = FetchResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        f_snapshot_id = _new_FetchResponse_SnapshotId()
+    else:
+        f_snapshot_id = FetchResponse_SnapshotId()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -4807,7 +4966,10 @@ def _enc_FetchResponse_PartitionData_v12(obj, out):
     else:
         _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
     known = []
     if cython.compiled:
         differs = not _is_default_FetchResponse_EpochEndOffset(obj.diverging_epoch)
@@ -5135,7 +5297,10 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -5156,7 +5321,10 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.NodeEndpoint")
     else:
@@ -5193,6 +5361,42 @@ def _is_default_FetchResponse_SnapshotId(value):
         return False
     s = value
     return s.end_offset == -1 and s.epoch == -1 and s.unknown_tagged_fields == []
+
+
+def _new_FetchRequest_ReplicaState():
+    """``FetchRequest_ReplicaState()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = FetchRequest_ReplicaState.__new__(FetchRequest_ReplicaState)
+    s.replica_id = -1
+    s.replica_epoch = -1
+    s.unknown_tagged_fields = []
+    return s
+
+
+def _new_FetchResponse_EpochEndOffset():
+    """``FetchResponse_EpochEndOffset()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = FetchResponse_EpochEndOffset.__new__(FetchResponse_EpochEndOffset)
+    s.epoch = -1
+    s.end_offset = -1
+    s.unknown_tagged_fields = []
+    return s
+
+
+def _new_FetchResponse_LeaderIdAndEpoch():
+    """``FetchResponse_LeaderIdAndEpoch()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = FetchResponse_LeaderIdAndEpoch.__new__(FetchResponse_LeaderIdAndEpoch)
+    s.leader_id = -1
+    s.leader_epoch = -1
+    s.unknown_tagged_fields = []
+    return s
+
+
+def _new_FetchResponse_SnapshotId():
+    """``FetchResponse_SnapshotId()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = FetchResponse_SnapshotId.__new__(FetchResponse_SnapshotId)
+    s.end_offset = -1
+    s.epoch = -1
+    s.unknown_tagged_fields = []
+    return s
 
 
 class FetchRequest_ReplicaState(Struct):

@@ -125,7 +125,10 @@ def _enc_HeartbeatRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("HeartbeatRequest.member_id")
@@ -141,7 +144,10 @@ def _enc_HeartbeatRequest_v0(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
 
 
 def _dec_HeartbeatRequest_v3(buf, cur, end):
@@ -229,7 +235,10 @@ def _enc_HeartbeatRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("HeartbeatRequest.member_id")
@@ -245,7 +254,10 @@ def _enc_HeartbeatRequest_v3(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -260,7 +272,10 @@ def _enc_HeartbeatRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
 
 
 def _dec_HeartbeatRequest_v4(buf, cur, end):
@@ -375,7 +390,10 @@ def _enc_HeartbeatRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.generation_id)
@@ -396,7 +414,10 @@ def _enc_HeartbeatRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -412,7 +433,10 @@ def _enc_HeartbeatRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "HeartbeatRequest")
     else:

@@ -273,7 +273,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.configs")
@@ -381,7 +384,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.configs")
@@ -468,7 +474,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -484,7 +493,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(obj, out):
     else:
         out += _S_bh.pack(obj.config_operation, n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
 
 
 def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
@@ -576,7 +588,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.config_operation)
@@ -597,7 +612,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(obj, out):
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig")
     else:
@@ -797,7 +815,10 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, ou
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.resource_name")
@@ -813,7 +834,10 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, ou
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
 
 
 def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cur, end):
@@ -918,7 +942,10 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(obj, ou
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.resource_type)
@@ -939,7 +966,10 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(obj, ou
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse")
     else:

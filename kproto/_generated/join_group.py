@@ -181,7 +181,10 @@ def _enc_JoinGroupRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
@@ -197,7 +200,10 @@ def _enc_JoinGroupRequest_v0(obj, out):
     else:
         out += _S_ih.pack(obj.session_timeout_ms, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -212,7 +218,10 @@ def _enc_JoinGroupRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocols = obj.protocols
     if f_protocols is None:
         raise _w.not_nullable("JoinGroupRequest.protocols")
@@ -335,7 +344,10 @@ def _enc_JoinGroupRequest_v1(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
@@ -352,7 +364,10 @@ def _enc_JoinGroupRequest_v1(obj, out):
     else:
         out += _S_iih.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -367,7 +382,10 @@ def _enc_JoinGroupRequest_v1(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocols = obj.protocols
     if f_protocols is None:
         raise _w.not_nullable("JoinGroupRequest.protocols")
@@ -507,7 +525,10 @@ def _enc_JoinGroupRequest_v5(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
@@ -524,7 +545,10 @@ def _enc_JoinGroupRequest_v5(obj, out):
     else:
         out += _S_iih.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -539,7 +563,10 @@ def _enc_JoinGroupRequest_v5(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -554,7 +581,10 @@ def _enc_JoinGroupRequest_v5(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocols = obj.protocols
     if f_protocols is None:
         raise _w.not_nullable("JoinGroupRequest.protocols")
@@ -731,7 +761,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 8)
         _put_i(p, 0, obj.session_timeout_ms)
@@ -753,7 +786,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -769,7 +805,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -785,7 +824,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocols = obj.protocols
     if f_protocols is None:
         raise _w.not_nullable("JoinGroupRequest.protocols")
@@ -991,7 +1033,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 8)
         _put_i(p, 0, obj.session_timeout_ms)
@@ -1013,7 +1058,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -1029,7 +1077,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -1045,7 +1096,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocols = obj.protocols
     if f_protocols is None:
         raise _w.not_nullable("JoinGroupRequest.protocols")
@@ -1074,7 +1128,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_reason + 1)
     if n_reason > 0:
-        out += f_reason
+        if cython.compiled:
+            _put_bytes(out, f_reason)
+        else:
+            out += f_reason
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest")
     else:
@@ -1139,7 +1196,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupRequest.JoinGroupRequestProtocol.metadata")
@@ -1151,7 +1211,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
     else:
         out += _S_i.pack(n_metadata)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
 
 
 def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
@@ -1228,7 +1291,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupRequest.JoinGroupRequestProtocol.metadata")
@@ -1241,7 +1307,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest.JoinGroupRequestProtocol")
     else:
@@ -1359,7 +1428,10 @@ def _enc_JoinGroupResponse_v0(obj, out):
     else:
         out += _S_hih.pack(obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -1374,7 +1446,10 @@ def _enc_JoinGroupResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_leader)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -1389,7 +1464,10 @@ def _enc_JoinGroupResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -1517,7 +1595,10 @@ def _enc_JoinGroupResponse_v2(obj, out):
     else:
         out += _S_ihih.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -1532,7 +1613,10 @@ def _enc_JoinGroupResponse_v2(obj, out):
     else:
         out += _S_h.pack(n_leader)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -1547,7 +1631,10 @@ def _enc_JoinGroupResponse_v2(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -1675,7 +1762,10 @@ def _enc_JoinGroupResponse_v5(obj, out):
     else:
         out += _S_ihih.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -1690,7 +1780,10 @@ def _enc_JoinGroupResponse_v5(obj, out):
     else:
         out += _S_h.pack(n_leader)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -1705,7 +1798,10 @@ def _enc_JoinGroupResponse_v5(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -1869,7 +1965,10 @@ def _enc_JoinGroupResponse_v6(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -1885,7 +1984,10 @@ def _enc_JoinGroupResponse_v6(obj, out):
     else:
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -1901,7 +2003,10 @@ def _enc_JoinGroupResponse_v6(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -2096,7 +2201,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
@@ -2112,7 +2220,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -2128,7 +2239,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     else:
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -2144,7 +2258,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -2347,7 +2464,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
@@ -2363,7 +2483,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -2379,7 +2502,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, 1 if obj.skip_assignment else 0)
@@ -2400,7 +2526,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -2479,7 +2608,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.metadata")
@@ -2491,7 +2623,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
     else:
         out += _S_i.pack(n_metadata)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
 
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
@@ -2572,7 +2707,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -2587,7 +2725,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.metadata")
@@ -2599,7 +2740,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
     else:
         out += _S_i.pack(n_metadata)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
 
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
@@ -2701,7 +2845,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -2717,7 +2864,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.metadata")
@@ -2730,7 +2880,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse.JoinGroupResponseMember")
     else:

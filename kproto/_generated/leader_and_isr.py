@@ -1061,7 +1061,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_isr = obj.isr
     if f_isr is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.isr")
@@ -1202,7 +1205,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_isr = obj.isr
     if f_isr is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.isr")
@@ -2054,7 +2060,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partition_states = obj.partition_states
     if f_partition_states is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
@@ -2134,7 +2143,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partition_states = obj.partition_states
     if f_partition_states is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
@@ -2230,7 +2242,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partition_states = obj.partition_states
     if f_partition_states is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
@@ -2335,7 +2350,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     out += obj.topic_id.bytes
     f_partition_states = obj.partition_states
     if f_partition_states is None:
@@ -2441,7 +2459,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     out += obj.topic_id.bytes
     f_partition_states = obj.partition_states
     if f_partition_states is None:
@@ -2518,7 +2539,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
     else:
         out += _S_ih.pack(obj.broker_id, n_host_name)
     if n_host_name > 0:
-        out += f_host_name
+        if cython.compiled:
+            _put_bytes(out, f_host_name)
+        else:
+            out += f_host_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -2603,7 +2627,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
     else:
         _w.put_uvarint(out, n_host_name + 1)
     if n_host_name > 0:
-        out += f_host_name
+        if cython.compiled:
+            _put_bytes(out, f_host_name)
+        else:
+            out += f_host_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -2876,7 +2903,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.partition_index)
@@ -2951,7 +2981,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.partition_index)

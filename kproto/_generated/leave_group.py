@@ -125,7 +125,10 @@ def _enc_LeaveGroupRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("LeaveGroupRequest.member_id")
@@ -140,7 +143,10 @@ def _enc_LeaveGroupRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
 
 
 def _dec_LeaveGroupRequest_v3(buf, cur, end):
@@ -210,7 +216,10 @@ def _enc_LeaveGroupRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("LeaveGroupRequest.members")
@@ -308,7 +317,10 @@ def _enc_LeaveGroupRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("LeaveGroupRequest.members")
@@ -411,7 +423,10 @@ def _enc_LeaveGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("LeaveGroupRequest.members")
@@ -497,7 +512,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -512,7 +530,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
 
 
 def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
@@ -597,7 +618,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v4(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -613,7 +637,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest.MemberIdentity")
     else:
@@ -726,7 +753,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -742,7 +772,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_reason = obj.reason
     if f_reason is None:
         n_reason = -1
@@ -758,7 +791,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
     else:
         _w.put_uvarint(out, n_reason + 1)
     if n_reason > 0:
-        out += f_reason
+        if cython.compiled:
+            _put_bytes(out, f_reason)
+        else:
+            out += f_reason
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest.MemberIdentity")
     else:
@@ -1033,7 +1069,10 @@ def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -1048,7 +1087,10 @@ def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -1145,7 +1187,10 @@ def _enc_LeaveGroupResponse_MemberResponse_v4(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -1161,7 +1206,10 @@ def _enc_LeaveGroupResponse_MemberResponse_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)

@@ -744,7 +744,10 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
@@ -759,7 +762,10 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
 
 
 def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
@@ -843,7 +849,10 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
@@ -859,7 +868,10 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
     else:
@@ -969,7 +981,10 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
@@ -985,7 +1000,10 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_state")
@@ -1001,7 +1019,10 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
     else:
@@ -1133,7 +1154,10 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
@@ -1149,7 +1173,10 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_state")
@@ -1165,7 +1192,10 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_group_type = obj.group_type
     if f_group_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_type")
@@ -1181,7 +1211,10 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_type + 1)
     if n_group_type > 0:
-        out += f_group_type
+        if cython.compiled:
+            _put_bytes(out, f_group_type)
+        else:
+            out += f_group_type
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
     else:

@@ -518,7 +518,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
@@ -597,7 +600,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
@@ -676,7 +682,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v4(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
@@ -771,7 +780,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
@@ -1274,7 +1286,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")
@@ -1353,7 +1368,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")
@@ -1432,7 +1450,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")
@@ -1527,7 +1548,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")

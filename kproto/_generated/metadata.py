@@ -676,7 +676,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
 
 
 def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
@@ -736,7 +739,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v9(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest.MetadataRequestTopic")
     else:
@@ -807,7 +813,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v10(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest.MetadataRequestTopic")
     else:
@@ -1088,7 +1097,10 @@ def _enc_MetadataResponse_v2(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("MetadataResponse.topics")
@@ -1210,7 +1222,10 @@ def _enc_MetadataResponse_v3(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("MetadataResponse.topics")
@@ -1332,7 +1347,10 @@ def _enc_MetadataResponse_v5(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("MetadataResponse.topics")
@@ -1454,7 +1472,10 @@ def _enc_MetadataResponse_v7(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("MetadataResponse.topics")
@@ -1581,7 +1602,10 @@ def _enc_MetadataResponse_v8(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("MetadataResponse.topics")
@@ -1751,7 +1775,10 @@ def _enc_MetadataResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.controller_id)
@@ -1930,7 +1957,10 @@ def _enc_MetadataResponse_v10(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.controller_id)
@@ -2104,7 +2134,10 @@ def _enc_MetadataResponse_v11(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.controller_id)
@@ -2273,7 +2306,10 @@ def _enc_MetadataResponse_v12(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.controller_id)
@@ -2449,7 +2485,10 @@ def _enc_MetadataResponse_v13(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.controller_id)
@@ -2536,7 +2575,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
     else:
         out += _S_ih.pack(obj.node_id, n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -2614,7 +2656,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
     else:
         out += _S_ih.pack(obj.node_id, n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     f_rack = obj.rack
     if f_rack is None:
         n_rack = -1
@@ -2630,7 +2675,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
     else:
         out += _S_ih.pack(obj.port, n_rack)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
 
 
 def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
@@ -2735,7 +2783,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -2756,7 +2807,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseBroker")
     else:
@@ -2835,7 +2889,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
@@ -2926,7 +2983,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v1(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
@@ -3018,7 +3078,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v5(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
@@ -3110,7 +3173,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v7(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
@@ -3207,7 +3273,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v8(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
@@ -3341,7 +3410,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, 1 if obj.is_internal else 0)
@@ -3488,7 +3560,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     out += obj.topic_id.bytes
     if cython.compiled:
         p = _grow(out, 1)
@@ -3638,7 +3713,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     out += obj.topic_id.bytes
     if cython.compiled:
         p = _grow(out, 1)

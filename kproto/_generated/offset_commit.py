@@ -142,7 +142,10 @@ def _enc_OffsetCommitRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -245,7 +248,10 @@ def _enc_OffsetCommitRequest_v1(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -261,7 +267,10 @@ def _enc_OffsetCommitRequest_v1(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -365,7 +374,10 @@ def _enc_OffsetCommitRequest_v2(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -381,7 +393,10 @@ def _enc_OffsetCommitRequest_v2(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -485,7 +500,10 @@ def _enc_OffsetCommitRequest_v5(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -501,7 +519,10 @@ def _enc_OffsetCommitRequest_v5(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -604,7 +625,10 @@ def _enc_OffsetCommitRequest_v6(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -620,7 +644,10 @@ def _enc_OffsetCommitRequest_v6(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -740,7 +767,10 @@ def _enc_OffsetCommitRequest_v7(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -756,7 +786,10 @@ def _enc_OffsetCommitRequest_v7(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -771,7 +804,10 @@ def _enc_OffsetCommitRequest_v7(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -923,7 +959,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.generation_id_or_member_epoch)
@@ -944,7 +983,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -960,7 +1002,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -1117,7 +1162,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.generation_id_or_member_epoch)
@@ -1138,7 +1186,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -1154,7 +1205,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -1239,7 +1293,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
@@ -1319,7 +1376,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
@@ -1399,7 +1459,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
@@ -1495,7 +1558,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
@@ -1640,7 +1706,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
     else:
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
     if n_committed_metadata > 0:
-        out += f_committed_metadata
+        if cython.compiled:
+            _put_bytes(out, f_committed_metadata)
+        else:
+            out += f_committed_metadata
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end):
@@ -1700,7 +1769,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
     else:
         out += _S_iqqh.pack(obj.partition_index, obj.committed_offset, obj.commit_timestamp, n_committed_metadata)
     if n_committed_metadata > 0:
-        out += f_committed_metadata
+        if cython.compiled:
+            _put_bytes(out, f_committed_metadata)
+        else:
+            out += f_committed_metadata
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end):
@@ -1762,7 +1834,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v6(obj, out):
     else:
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
     if n_committed_metadata > 0:
-        out += f_committed_metadata
+        if cython.compiled:
+            _put_bytes(out, f_committed_metadata)
+        else:
+            out += f_committed_metadata
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
@@ -1845,7 +1920,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(obj, out):
     else:
         _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
-        out += f_committed_metadata
+        if cython.compiled:
+            _put_bytes(out, f_committed_metadata)
+        else:
+            out += f_committed_metadata
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition")
     else:
@@ -2161,7 +2239,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.partitions")
@@ -2257,7 +2338,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.partitions")

@@ -139,7 +139,10 @@ def _enc_OffsetFetchRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetFetchRequest.topics")
@@ -227,7 +230,10 @@ def _enc_OffsetFetchRequest_v2(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         n_topics = -1
@@ -332,7 +338,10 @@ def _enc_OffsetFetchRequest_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         n_topics = -1
@@ -450,7 +459,10 @@ def _enc_OffsetFetchRequest_v7(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         n_topics = -1
@@ -785,7 +797,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestTopic.partition_indexes")
@@ -880,7 +895,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestTopic.partition_indexes")
@@ -989,7 +1007,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         n_topics = -1
@@ -1126,7 +1147,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -1142,7 +1166,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -1284,7 +1311,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -1300,7 +1330,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -1403,7 +1436,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.partition_indexes")
@@ -2049,7 +2085,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.partitions")
@@ -2128,7 +2167,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.partitions")
@@ -2223,7 +2265,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.partitions")
@@ -2305,7 +2350,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
     else:
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_metadata)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -2377,7 +2425,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v5(obj, out):
     else:
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_metadata)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -2470,7 +2521,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -2570,7 +2624,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.topics")
@@ -2683,7 +2740,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.topics")
@@ -2789,7 +2849,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.partitions")
@@ -2962,7 +3025,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(obj, out):
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)

@@ -346,7 +346,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
@@ -425,7 +428,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
@@ -520,7 +526,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
@@ -930,7 +939,10 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")
@@ -1009,7 +1021,10 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")
@@ -1104,7 +1119,10 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")

@@ -203,7 +203,10 @@ def _enc_ProduceRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_transactional_id)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     f_topic_data = obj.topic_data
     if f_topic_data is None:
         raise _w.not_nullable("ProduceRequest.topic_data")
@@ -312,7 +315,10 @@ def _enc_ProduceRequest_v9(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 6)
         _put_h(p, 0, obj.acks)
@@ -430,7 +436,10 @@ def _enc_ProduceRequest_v13(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 6)
         _put_h(p, 0, obj.acks)
@@ -521,7 +530,10 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_data = obj.partition_data
     if f_partition_data is None:
         raise _w.not_nullable("ProduceRequest.TopicProduceData.partition_data")
@@ -617,7 +629,10 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_data = obj.partition_data
     if f_partition_data is None:
         raise _w.not_nullable("ProduceRequest.TopicProduceData.partition_data")
@@ -748,7 +763,10 @@ def _enc_ProduceRequest_PartitionProduceData_v0(obj, out):
     else:
         out += _S_ii.pack(obj.index, n_records)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
 
 
 def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
@@ -815,7 +833,10 @@ def _enc_ProduceRequest_PartitionProduceData_v9(obj, out):
     else:
         _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData.PartitionProduceData")
     else:
@@ -1504,7 +1525,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -1584,7 +1608,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v2(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -1664,7 +1691,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v5(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -1744,7 +1774,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v8(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -1840,7 +1873,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -1941,7 +1977,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -2049,7 +2088,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
     obj.log_start_offset = -1
     obj.record_errors = []
     obj.error_message = None
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2095,7 +2137,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end):
     obj.log_start_offset = -1
     obj.record_errors = []
     obj.error_message = None
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2143,7 +2188,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end):
     obj.log_start_offset = f_log_start_offset
     obj.record_errors = []
     obj.error_message = None
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2223,7 +2271,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     obj.log_start_offset = f_log_start_offset
     obj.record_errors = f_record_errors
     obj.error_message = f_error_message
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2270,7 +2321,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
     else:
         out += _S_h.pack(n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
 
 
 def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
@@ -2347,7 +2401,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     obj.log_start_offset = f_log_start_offset
     obj.record_errors = f_record_errors
     obj.error_message = f_error_message
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
@@ -2400,7 +2457,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse")
     else:
@@ -2468,7 +2528,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
-    f_current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        f_current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
+    else:
+        f_current_leader = ProduceResponse_LeaderIdAndEpoch()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2540,7 +2603,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     known = []
     if cython.compiled:
         differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
@@ -2607,7 +2673,10 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(obj, out):
     else:
         out += _S_ih.pack(obj.batch_index, n_batch_index_error_message)
     if n_batch_index_error_message > 0:
-        out += f_batch_index_error_message
+        if cython.compiled:
+            _put_bytes(out, f_batch_index_error_message)
+        else:
+            out += f_batch_index_error_message
 
 
 def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
@@ -2681,7 +2750,10 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(obj, out):
     else:
         _w.put_uvarint(out, n_batch_index_error_message + 1)
     if n_batch_index_error_message > 0:
-        out += f_batch_index_error_message
+        if cython.compiled:
+            _put_bytes(out, f_batch_index_error_message)
+        else:
+            out += f_batch_index_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage")
     else:
@@ -2830,7 +2902,10 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -2851,7 +2926,10 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.NodeEndpoint")
     else:
@@ -2864,6 +2942,15 @@ def _is_default_ProduceResponse_LeaderIdAndEpoch(value):
         return False
     s = value
     return s.leader_id == -1 and s.leader_epoch == -1 and s.unknown_tagged_fields == []
+
+
+def _new_ProduceResponse_LeaderIdAndEpoch():
+    """``ProduceResponse_LeaderIdAndEpoch()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = ProduceResponse_LeaderIdAndEpoch.__new__(ProduceResponse_LeaderIdAndEpoch)
+    s.leader_id = -1
+    s.leader_epoch = -1
+    s.unknown_tagged_fields = []
+    return s
 
 
 class ProduceRequest_PartitionProduceData(Struct):

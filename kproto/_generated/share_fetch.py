@@ -224,7 +224,10 @@ def _enc_ShareFetchRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -240,7 +243,10 @@ def _enc_ShareFetchRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 24)
         _put_i(p, 0, obj.share_session_epoch)
@@ -439,7 +445,10 @@ def _enc_ShareFetchRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -455,7 +464,10 @@ def _enc_ShareFetchRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 26)
         _put_i(p, 0, obj.share_session_epoch)
@@ -915,7 +927,10 @@ def _enc_ShareFetchResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.acquisition_lock_timeout_ms)
@@ -1176,7 +1191,10 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.acknowledge_error_code)
@@ -1197,7 +1215,10 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_acknowledge_error_message + 1)
     if n_acknowledge_error_message > 0:
-        out += f_acknowledge_error_message
+        if cython.compiled:
+            _put_bytes(out, f_acknowledge_error_message)
+        else:
+            out += f_acknowledge_error_message
     f_current_leader = obj.current_leader
     _enc_ShareFetchResponse_LeaderIdAndEpoch_v1(f_current_leader, out)
     f_records = obj.records
@@ -1213,7 +1234,10 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
     f_acquired_records = obj.acquired_records
     if f_acquired_records is None:
         raise _w.not_nullable("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acquired_records")
@@ -1418,7 +1442,10 @@ def _enc_ShareFetchResponse_NodeEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -1439,7 +1466,10 @@ def _enc_ShareFetchResponse_NodeEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.NodeEndpoint")
     else:

@@ -152,7 +152,10 @@ def _enc_SyncGroupRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.member_id")
@@ -168,7 +171,10 @@ def _enc_SyncGroupRequest_v0(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_assignments = obj.assignments
     if f_assignments is None:
         raise _w.not_nullable("SyncGroupRequest.assignments")
@@ -289,7 +295,10 @@ def _enc_SyncGroupRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.member_id")
@@ -305,7 +314,10 @@ def _enc_SyncGroupRequest_v3(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -320,7 +332,10 @@ def _enc_SyncGroupRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_assignments = obj.assignments
     if f_assignments is None:
         raise _w.not_nullable("SyncGroupRequest.assignments")
@@ -473,7 +488,10 @@ def _enc_SyncGroupRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.generation_id)
@@ -494,7 +512,10 @@ def _enc_SyncGroupRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -510,7 +531,10 @@ def _enc_SyncGroupRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_assignments = obj.assignments
     if f_assignments is None:
         raise _w.not_nullable("SyncGroupRequest.assignments")
@@ -716,7 +740,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.generation_id)
@@ -737,7 +764,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -753,7 +783,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         n_protocol_type = -1
@@ -769,7 +802,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
@@ -785,7 +821,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_assignments = obj.assignments
     if f_assignments is None:
         raise _w.not_nullable("SyncGroupRequest.assignments")
@@ -863,7 +902,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_assignment = obj.assignment
     if f_assignment is None:
         raise _w.not_nullable("SyncGroupRequest.SyncGroupRequestAssignment.assignment")
@@ -875,7 +917,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
     else:
         out += _S_i.pack(n_assignment)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
 
 
 def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
@@ -952,7 +997,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_assignment = obj.assignment
     if f_assignment is None:
         raise _w.not_nullable("SyncGroupRequest.SyncGroupRequestAssignment.assignment")
@@ -965,7 +1013,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
     else:
         _w.put_uvarint(out, n_assignment + 1)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupRequest.SyncGroupRequestAssignment")
     else:
@@ -1015,7 +1066,10 @@ def _enc_SyncGroupResponse_v0(obj, out):
     else:
         out += _S_hi.pack(obj.error_code, n_assignment)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
 
 
 def _dec_SyncGroupResponse_v1(buf, cur, end):
@@ -1063,7 +1117,10 @@ def _enc_SyncGroupResponse_v1(obj, out):
     else:
         out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_assignment)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
 
 
 def _dec_SyncGroupResponse_v4(buf, cur, end):
@@ -1132,7 +1189,10 @@ def _enc_SyncGroupResponse_v4(obj, out):
     else:
         _w.put_uvarint(out, n_assignment + 1)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupResponse")
     else:
@@ -1256,7 +1316,10 @@ def _enc_SyncGroupResponse_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
@@ -1272,7 +1335,10 @@ def _enc_SyncGroupResponse_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_assignment = obj.assignment
     if f_assignment is None:
         raise _w.not_nullable("SyncGroupResponse.assignment")
@@ -1285,7 +1351,10 @@ def _enc_SyncGroupResponse_v5(obj, out):
     else:
         _w.put_uvarint(out, n_assignment + 1)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupResponse")
     else:

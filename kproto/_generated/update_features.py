@@ -300,7 +300,10 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(obj, out):
     else:
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
-        out += f_feature
+        if cython.compiled:
+            _put_bytes(out, f_feature)
+        else:
+            out += f_feature
     if cython.compiled:
         p = _grow(out, 3)
         _put_h(p, 0, obj.max_version_level)
@@ -382,7 +385,10 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(obj, out):
     else:
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
-        out += f_feature
+        if cython.compiled:
+            _put_bytes(out, f_feature)
+        else:
+            out += f_feature
     if cython.compiled:
         p = _grow(out, 3)
         _put_h(p, 0, obj.max_version_level)
@@ -493,7 +499,10 @@ def _enc_UpdateFeaturesResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_results = obj.results
     if f_results is None:
         raise _w.not_nullable("UpdateFeaturesResponse.results")
@@ -588,7 +597,10 @@ def _enc_UpdateFeaturesResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse")
     else:
@@ -684,7 +696,10 @@ def _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(obj, out):
     else:
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
-        out += f_feature
+        if cython.compiled:
+            _put_bytes(out, f_feature)
+        else:
+            out += f_feature
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -705,7 +720,10 @@ def _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse.UpdatableFeatureResult")
     else:

@@ -150,7 +150,10 @@ def _enc_VoteRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("VoteRequest.topics")
@@ -260,7 +263,10 @@ def _enc_VoteRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.voter_id)
@@ -375,7 +381,10 @@ def _enc_VoteRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.voter_id)
@@ -480,7 +489,10 @@ def _enc_VoteRequest_TopicData_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("VoteRequest.TopicData.partitions")
@@ -580,7 +592,10 @@ def _enc_VoteRequest_TopicData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("VoteRequest.TopicData.partitions")
@@ -680,7 +695,10 @@ def _enc_VoteRequest_TopicData_v2(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("VoteRequest.TopicData.partitions")
@@ -1185,7 +1203,10 @@ def _enc_VoteResponse_TopicData_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("VoteResponse.TopicData.partitions")
@@ -1334,7 +1355,10 @@ def _enc_VoteResponse_NodeEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)
