@@ -261,7 +261,7 @@ def _decode_response(frame: Bytes, api_key: int, version: int,
     entry = None if codecs is None else codecs.get(version)
     if entry is not None:
         header_decoder, body_decoder, cls = entry
-        return _decode_frame(header_decoder, body_decoder, buf, cls, version)  # type: ignore[return-value]
+        return _decode_frame(header_decoder, body_decoder, buf, cls, version)
     info = _api_for(api_key, version, "decode_response")
     header, pos = ResponseHeader.decode_from(buf, 4, len(buf), info.response_header_version(version))
     msg, end = _decode_body(info.response, buf, pos, version)
