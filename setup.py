@@ -81,7 +81,7 @@ def _extensions() -> list:
     # Hand-written modules on the codec path, compiled as they are (their source stays the pure path).
     plain = [
         Extension(module, [module.replace(".", "/") + ".py"], extra_compile_args=["-O2"], optional=optional)
-        for module in ("kproto.message_base", "kproto.framing", "kproto.wire")
+        for module in ("kproto.message_base", "kproto.framing", "kproto.wire", "kproto.records.record_set")
     ]
     # Cythonize on every core too (the C compile is parallel with ``build_ext -j``/``--parallel``).
     workers = os.cpu_count() or 1

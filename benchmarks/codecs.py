@@ -534,7 +534,7 @@ def kproto_backend() -> Dict_:
     modules = {n: importlib.import_module(f"kproto._generated.{n}").__file__ for n in names}
     compiled = {n: path.endswith((".so", ".pyd")) for n, path in modules.items()}
     support = {m: importlib.import_module(m).__file__.endswith((".so", ".pyd"))
-               for m in ("kproto.message_base", "kproto.framing", "kproto.wire")}
+               for m in ("kproto.message_base", "kproto.framing", "kproto.wire", "kproto.records.record_set")}
     return {
         "records_backend": kproto.backend,
         "generated_codecs": "cython" if all(compiled.values()) else ("python" if not any(compiled.values())

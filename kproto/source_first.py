@@ -18,7 +18,8 @@ from typing import Optional, Sequence
 __all__ = ["install", "PREFIXES"]
 
 #: Modules that may be compiled; everything else in kproto is pure Python anyway.
-PREFIXES = ("kproto._generated.", "kproto.message_base", "kproto.framing", "kproto.wire")
+PREFIXES = ("kproto._generated.", "kproto.message_base", "kproto.framing", "kproto.wire",
+            "kproto.records.record_set")
 
 
 class _SourceFirst(importlib.abc.MetaPathFinder):

@@ -2,9 +2,21 @@
 # C readers and writers shared by the compiled branches of the generated codecs (cimported by each .pxd).
 # The pure-Python build never uses these names: its branches use struct and kproto.wire.
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+from cpython.bytearray cimport PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memcpy
+
+
+cdef extern from "Python.h":
+    # The fields of CPython's bytearray that _grow reads (see there).
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_alloc
+        char* ob_bytes
+        char* ob_start
+        Py_ssize_t ob_exports
+    Py_ssize_t Py_SIZE(object o)
+    void Py_SET_SIZE(object o, Py_ssize_t size)
 
 
 cdef inline object _read_str(bytes buf, Py_ssize_t pos, Py_ssize_t size):
@@ -71,9 +83,31 @@ cdef inline long long _read_uvarint(bytes buf, Py_ssize_t pos, Py_ssize_t end) n
 
 
 cdef inline char* _grow(bytearray out, Py_ssize_t size) except NULL:
-    cdef Py_ssize_t start = len(out)
-    PyByteArray_Resize(out, start + size)
-    return PyByteArray_AS_STRING(out) + start
+    # Room for ``size`` more bytes at the end of ``out``, returned for writing.  When the buffer is full it
+    # grows by half again: CPython's own resize allocates the exact size for any step above an eighth, so an
+    # encoder appending field by field reallocated (and copied) its whole output at nearly every field.
+    # Bytes past the size stay allocated but unused, as in every bytearray; a bytearray with exported
+    # buffers goes through PyByteArray_Resize, which refuses it as ``out += ...`` would.
+    cdef PyByteArrayObject* o = <PyByteArrayObject*>out
+    cdef Py_ssize_t start = Py_SIZE(out)
+    cdef Py_ssize_t need = start + size
+    if o.ob_exports > 0 or need + (o.ob_start - o.ob_bytes) >= o.ob_alloc:
+        PyByteArray_Resize(out, need + (need >> 1) + 16)
+    Py_SET_SIZE(out, need)
+    o.ob_start[need] = 0  # bytearray keeps a NUL after its last byte
+    return o.ob_start + start
+
+
+cdef inline int _put_bytes(bytearray out, object data) except -1:
+    # ``out += data`` for the encoders' string, bytes and records values: one copy into _grow's buffer for
+    # bytes, bytearray's own concatenation for any other buffer.
+    cdef Py_ssize_t n
+    if type(data) is bytes:
+        n = PyBytes_GET_SIZE(data)
+        memcpy(_grow(out, n), PyBytes_AS_STRING(data), n)
+    else:
+        out += data
+    return 0
 
 
 cdef inline void _put_b(char* p, Py_ssize_t at, signed char value) noexcept:

@@ -134,7 +134,10 @@ def _enc_AddOffsetsToTxnRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_transactional_id)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("AddOffsetsToTxnRequest.group_id")
@@ -151,7 +154,10 @@ def _enc_AddOffsetsToTxnRequest_v0(obj, out):
     else:
         out += _S_qhh.pack(obj.producer_id, obj.producer_epoch, n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
 
 
 def _dec_AddOffsetsToTxnRequest_v3(buf, cur, end):
@@ -258,7 +264,10 @@ def _enc_AddOffsetsToTxnRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 10)
         _put_q(p, 0, obj.producer_id)
@@ -280,7 +289,10 @@ def _enc_AddOffsetsToTxnRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnRequest")
     else:

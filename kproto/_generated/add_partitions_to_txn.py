@@ -148,7 +148,10 @@ def _enc_AddPartitionsToTxnRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_v3_and_below_transactional_id)
     if n_v3_and_below_transactional_id > 0:
-        out += f_v3_and_below_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_v3_and_below_transactional_id)
+        else:
+            out += f_v3_and_below_transactional_id
     f_v3_and_below_topics = obj.v3_and_below_topics
     if f_v3_and_below_topics is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.v3_and_below_topics")
@@ -271,7 +274,10 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_v3_and_below_transactional_id + 1)
     if n_v3_and_below_transactional_id > 0:
-        out += f_v3_and_below_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_v3_and_below_transactional_id)
+        else:
+            out += f_v3_and_below_transactional_id
     if cython.compiled:
         p = _grow(out, 10)
         _put_q(p, 0, obj.v3_and_below_producer_id)
@@ -485,7 +491,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 11)
         _put_q(p, 0, obj.producer_id)
@@ -580,7 +589,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.partitions")
@@ -689,7 +701,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.partitions")
@@ -1035,7 +1050,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     f_topic_results = obj.topic_results
     if f_topic_results is None:
         raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.topic_results")
@@ -1126,7 +1144,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_results_by_partition = obj.results_by_partition
     if f_results_by_partition is None:
         raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition")
@@ -1234,7 +1255,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_results_by_partition = obj.results_by_partition
     if f_results_by_partition is None:
         raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition")

@@ -485,7 +485,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
     else:
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
@@ -500,7 +503,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
     else:
         out += _S_h.pack(n_entity_name)
     if n_entity_name > 0:
-        out += f_entity_name
+        if cython.compiled:
+            _put_bytes(out, f_entity_name)
+        else:
+            out += f_entity_name
 
 
 def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
@@ -599,7 +605,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
@@ -615,7 +624,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
-        out += f_entity_name
+        if cython.compiled:
+            _put_bytes(out, f_entity_name)
+        else:
+            out += f_entity_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.EntityData")
     else:
@@ -686,7 +698,10 @@ def _enc_AlterClientQuotasRequest_OpData_v0(obj, out):
     else:
         out += _S_h.pack(n_key)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
     if cython.compiled:
         p = _grow(out, 9)
         _put_d(p, 0, obj.value)
@@ -773,7 +788,10 @@ def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
     if cython.compiled:
         p = _grow(out, 9)
         _put_d(p, 0, obj.value)
@@ -996,7 +1014,10 @@ def _enc_AlterClientQuotasResponse_EntryData_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_entity = obj.entity
     if f_entity is None:
         raise _w.not_nullable("AlterClientQuotasResponse.EntryData.entity")
@@ -1119,7 +1140,10 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_entity = obj.entity
     if f_entity is None:
         raise _w.not_nullable("AlterClientQuotasResponse.EntryData.entity")
@@ -1213,7 +1237,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
     else:
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
@@ -1228,7 +1255,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
     else:
         out += _S_h.pack(n_entity_name)
     if n_entity_name > 0:
-        out += f_entity_name
+        if cython.compiled:
+            _put_bytes(out, f_entity_name)
+        else:
+            out += f_entity_name
 
 
 def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
@@ -1327,7 +1357,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
@@ -1343,7 +1376,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
-        out += f_entity_name
+        if cython.compiled:
+            _put_bytes(out, f_entity_name)
+        else:
+            out += f_entity_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData.EntityData")
     else:

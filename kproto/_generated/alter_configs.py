@@ -292,7 +292,10 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.configs")
@@ -413,7 +416,10 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.configs")
@@ -507,7 +513,10 @@ def _enc_AlterConfigsRequest_AlterableConfig_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -522,7 +531,10 @@ def _enc_AlterConfigsRequest_AlterableConfig_v0(obj, out):
     else:
         out += _S_h.pack(n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
 
 
 def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
@@ -621,7 +633,10 @@ def _enc_AlterConfigsRequest_AlterableConfig_v2(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -637,7 +652,10 @@ def _enc_AlterConfigsRequest_AlterableConfig_v2(obj, out):
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest.AlterConfigsResource.AlterableConfig")
     else:
@@ -857,7 +875,10 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("AlterConfigsResponse.AlterConfigsResourceResponse.resource_name")
@@ -873,7 +894,10 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
 
 
 def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
@@ -993,7 +1017,10 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.resource_type)
@@ -1014,7 +1041,10 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsResponse.AlterConfigsResourceResponse")
     else:

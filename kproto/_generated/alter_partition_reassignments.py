@@ -327,7 +327,10 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AlterPartitionReassignmentsRequest.ReassignableTopic.partitions")
@@ -545,7 +548,10 @@ def _enc_AlterPartitionReassignmentsResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_responses = obj.responses
     if f_responses is None:
         raise _w.not_nullable("AlterPartitionReassignmentsResponse.responses")
@@ -682,7 +688,10 @@ def _enc_AlterPartitionReassignmentsResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_responses = obj.responses
     if f_responses is None:
         raise _w.not_nullable("AlterPartitionReassignmentsResponse.responses")
@@ -795,7 +804,10 @@ def _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(obj, o
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.partitions")
@@ -898,7 +910,10 @@ def _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(ob
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse")
     else:

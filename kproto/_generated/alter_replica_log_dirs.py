@@ -253,7 +253,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(obj, out):
     else:
         out += _S_h.pack(n_path)
     if n_path > 0:
-        out += f_path
+        if cython.compiled:
+            _put_bytes(out, f_path)
+        else:
+            out += f_path
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics")
@@ -361,7 +364,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(obj, out):
     else:
         _w.put_uvarint(out, n_path + 1)
     if n_path > 0:
-        out += f_path
+        if cython.compiled:
+            _put_bytes(out, f_path)
+        else:
+            out += f_path
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics")
@@ -449,7 +455,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.partitions")
@@ -558,7 +567,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.partitions")
@@ -787,7 +799,10 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions")
@@ -895,7 +910,10 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions")

@@ -148,7 +148,10 @@ def _enc_AlterShareGroupOffsetsRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("AlterShareGroupOffsetsRequest.topics")
@@ -261,7 +264,10 @@ def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(obj
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.partitions")
@@ -435,7 +441,10 @@ def _enc_AlterShareGroupOffsetsResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_responses = obj.responses
     if f_responses is None:
         raise _w.not_nullable("AlterShareGroupOffsetsResponse.responses")
@@ -553,7 +562,10 @@ def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(o
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     out += obj.topic_id.bytes
     f_partitions = obj.partitions
     if f_partitions is None:
@@ -657,7 +669,10 @@ def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition")
     else:

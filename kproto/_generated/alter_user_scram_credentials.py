@@ -240,7 +240,10 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.mechanism)
@@ -369,7 +372,10 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 5)
         _put_b(p, 0, obj.mechanism)
@@ -388,7 +394,10 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
     else:
         _w.put_uvarint(out, n_salt + 1)
     if n_salt > 0:
-        out += f_salt
+        if cython.compiled:
+            _put_bytes(out, f_salt)
+        else:
+            out += f_salt
     f_salted_password = obj.salted_password
     if f_salted_password is None:
         raise _w.not_nullable("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.salted_password")
@@ -401,7 +410,10 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
     else:
         _w.put_uvarint(out, n_salted_password + 1)
     if n_salted_password > 0:
-        out += f_salted_password
+        if cython.compiled:
+            _put_bytes(out, f_salted_password)
+        else:
+            out += f_salted_password
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialUpsertion")
     else:
@@ -593,7 +605,10 @@ def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(ob
     else:
         _w.put_uvarint(out, n_user + 1)
     if n_user > 0:
-        out += f_user
+        if cython.compiled:
+            _put_bytes(out, f_user)
+        else:
+            out += f_user
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -614,7 +629,10 @@ def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(ob
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult")
     else:

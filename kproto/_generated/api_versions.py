@@ -181,7 +181,10 @@ def _enc_ApiVersionsRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_client_software_name + 1)
     if n_client_software_name > 0:
-        out += f_client_software_name
+        if cython.compiled:
+            _put_bytes(out, f_client_software_name)
+        else:
+            out += f_client_software_name
     f_client_software_version = obj.client_software_version
     if f_client_software_version is None:
         raise _w.not_nullable("ApiVersionsRequest.client_software_version")
@@ -197,7 +200,10 @@ def _enc_ApiVersionsRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_client_software_version + 1)
     if n_client_software_version > 0:
-        out += f_client_software_version
+        if cython.compiled:
+            _put_bytes(out, f_client_software_version)
+        else:
+            out += f_client_software_version
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ApiVersionsRequest")
     else:
@@ -727,7 +733,10 @@ def _enc_ApiVersionsResponse_SupportedFeatureKey_v3(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_h(p, 0, obj.min_version)
@@ -815,7 +824,10 @@ def _enc_ApiVersionsResponse_FinalizedFeatureKey_v3(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_h(p, 0, obj.max_version_level)

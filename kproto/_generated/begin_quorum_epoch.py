@@ -145,7 +145,10 @@ def _enc_BeginQuorumEpochRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("BeginQuorumEpochRequest.topics")
@@ -291,7 +294,10 @@ def _enc_BeginQuorumEpochRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.voter_id)
@@ -400,7 +406,10 @@ def _enc_BeginQuorumEpochRequest_TopicData_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("BeginQuorumEpochRequest.TopicData.partitions")
@@ -508,7 +517,10 @@ def _enc_BeginQuorumEpochRequest_TopicData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("BeginQuorumEpochRequest.TopicData.partitions")
@@ -730,7 +742,10 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("BeginQuorumEpochRequest.LeaderEndpoint.host")
@@ -746,7 +761,10 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)
@@ -1017,7 +1035,10 @@ def _enc_BeginQuorumEpochResponse_TopicData_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("BeginQuorumEpochResponse.TopicData.partitions")
@@ -1125,7 +1146,10 @@ def _enc_BeginQuorumEpochResponse_TopicData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("BeginQuorumEpochResponse.TopicData.partitions")
@@ -1320,7 +1344,10 @@ def _enc_BeginQuorumEpochResponse_NodeEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)

@@ -238,7 +238,10 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     out += obj.incarnation_id.bytes
     f_listeners = obj.listeners
     if f_listeners is None:
@@ -281,7 +284,10 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
     else:
@@ -471,7 +477,10 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     out += obj.incarnation_id.bytes
     f_listeners = obj.listeners
     if f_listeners is None:
@@ -514,7 +523,10 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, 1 if obj.is_migrating_zk_broker else 0)
@@ -728,7 +740,10 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     out += obj.incarnation_id.bytes
     f_listeners = obj.listeners
     if f_listeners is None:
@@ -771,7 +786,10 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, 1 if obj.is_migrating_zk_broker else 0)
@@ -1005,7 +1023,10 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     out += obj.incarnation_id.bytes
     f_listeners = obj.listeners
     if f_listeners is None:
@@ -1048,7 +1069,10 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, 1 if obj.is_migrating_zk_broker else 0)
@@ -1182,7 +1206,10 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("BrokerRegistrationRequest.Listener.host")
@@ -1198,7 +1225,10 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_H(p, 0, obj.port)
@@ -1286,7 +1316,10 @@ def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_h(p, 0, obj.min_supported_version)

@@ -552,7 +552,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_id")
@@ -568,7 +571,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_state")
@@ -584,7 +590,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     if cython.compiled:
         p = _grow(out, 8)
         _put_i(p, 0, obj.group_epoch)
@@ -606,7 +615,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     else:
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
-        out += f_assignor_name
+        if cython.compiled:
+            _put_bytes(out, f_assignor_name)
+        else:
+            out += f_assignor_name
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.members")
@@ -844,7 +856,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_id")
@@ -860,7 +875,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_state")
@@ -876,7 +894,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     if cython.compiled:
         p = _grow(out, 8)
         _put_i(p, 0, obj.group_epoch)
@@ -898,7 +919,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
-        out += f_assignor_name
+        if cython.compiled:
+            _put_bytes(out, f_assignor_name)
+        else:
+            out += f_assignor_name
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.members")
@@ -1212,7 +1236,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_instance_id = obj.instance_id
     if f_instance_id is None:
         n_instance_id = -1
@@ -1228,7 +1255,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
-        out += f_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_instance_id)
+        else:
+            out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
@@ -1244,7 +1274,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -1265,7 +1298,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host")
@@ -1281,7 +1317,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
     if f_subscribed_topic_names is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names")
@@ -1320,7 +1359,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
-        out += f_subscribed_topic_regex
+        if cython.compiled:
+            _put_bytes(out, f_subscribed_topic_regex)
+        else:
+            out += f_subscribed_topic_regex
     f_assignment = obj.assignment
     _enc_ConsumerGroupDescribeResponse_Assignment_v0(f_assignment, out)
     f_target_assignment = obj.target_assignment
@@ -1625,7 +1667,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_instance_id = obj.instance_id
     if f_instance_id is None:
         n_instance_id = -1
@@ -1641,7 +1686,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
-        out += f_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_instance_id)
+        else:
+            out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
@@ -1657,7 +1705,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -1678,7 +1729,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host")
@@ -1694,7 +1748,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
     if f_subscribed_topic_names is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names")
@@ -1733,7 +1790,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
-        out += f_subscribed_topic_regex
+        if cython.compiled:
+            _put_bytes(out, f_subscribed_topic_regex)
+        else:
+            out += f_subscribed_topic_regex
     f_assignment = obj.assignment
     _enc_ConsumerGroupDescribeResponse_Assignment_v0(f_assignment, out)
     f_target_assignment = obj.target_assignment
@@ -1913,7 +1973,10 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.partitions")

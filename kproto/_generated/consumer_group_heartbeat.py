@@ -346,7 +346,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("ConsumerGroupHeartbeatRequest.member_id")
@@ -362,7 +365,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -383,7 +389,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
-        out += f_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_instance_id)
+        else:
+            out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
@@ -399,7 +408,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.rebalance_timeout_ms)
@@ -444,7 +456,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_server_assignor + 1)
     if n_server_assignor > 0:
-        out += f_server_assignor
+        if cython.compiled:
+            _put_bytes(out, f_server_assignor)
+        else:
+            out += f_server_assignor
     f_topic_partitions = obj.topic_partitions
     if f_topic_partitions is None:
         n_topic_partitions = -1
@@ -781,7 +796,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("ConsumerGroupHeartbeatRequest.member_id")
@@ -797,7 +815,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -818,7 +839,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
-        out += f_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_instance_id)
+        else:
+            out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
@@ -834,7 +858,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.rebalance_timeout_ms)
@@ -879,7 +906,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
-        out += f_subscribed_topic_regex
+        if cython.compiled:
+            _put_bytes(out, f_subscribed_topic_regex)
+        else:
+            out += f_subscribed_topic_regex
     f_server_assignor = obj.server_assignor
     if f_server_assignor is None:
         n_server_assignor = -1
@@ -895,7 +925,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_server_assignor + 1)
     if n_server_assignor > 0:
-        out += f_server_assignor
+        if cython.compiled:
+            _put_bytes(out, f_server_assignor)
+        else:
+            out += f_server_assignor
     f_topic_partitions = obj.topic_partitions
     if f_topic_partitions is None:
         n_topic_partitions = -1
@@ -1128,7 +1161,10 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -1144,7 +1180,10 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_assignment = obj.assignment
     n_assignment = -1 if f_assignment is None else 1
     if cython.compiled:

@@ -135,7 +135,10 @@ def _enc_ConsumerProtocolAssignment_v0(obj, out):
     else:
         out += _S_i.pack(n_user_data)
     if n_user_data > 0:
-        out += f_user_data
+        if cython.compiled:
+            _put_bytes(out, f_user_data)
+        else:
+            out += f_user_data
 
 
 def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end):
@@ -205,7 +208,10 @@ def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ConsumerProtocolAssignment.TopicPartition.partitions")
@@ -314,7 +320,10 @@ def _enc_ConsumerProtocolSubscription_v0(obj, out):
     else:
         out += _S_i.pack(n_user_data)
     if n_user_data > 0:
-        out += f_user_data
+        if cython.compiled:
+            _put_bytes(out, f_user_data)
+        else:
+            out += f_user_data
 
 
 def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
@@ -426,7 +435,10 @@ def _enc_ConsumerProtocolSubscription_v1(obj, out):
     else:
         out += _S_i.pack(n_user_data)
     if n_user_data > 0:
-        out += f_user_data
+        if cython.compiled:
+            _put_bytes(out, f_user_data)
+        else:
+            out += f_user_data
     f_owned_partitions = obj.owned_partitions
     if f_owned_partitions is None:
         raise _w.not_nullable("ConsumerProtocolSubscription.owned_partitions")
@@ -557,7 +569,10 @@ def _enc_ConsumerProtocolSubscription_v2(obj, out):
     else:
         out += _S_i.pack(n_user_data)
     if n_user_data > 0:
-        out += f_user_data
+        if cython.compiled:
+            _put_bytes(out, f_user_data)
+        else:
+            out += f_user_data
     f_owned_partitions = obj.owned_partitions
     if f_owned_partitions is None:
         raise _w.not_nullable("ConsumerProtocolSubscription.owned_partitions")
@@ -709,7 +724,10 @@ def _enc_ConsumerProtocolSubscription_v3(obj, out):
     else:
         out += _S_i.pack(n_user_data)
     if n_user_data > 0:
-        out += f_user_data
+        if cython.compiled:
+            _put_bytes(out, f_user_data)
+        else:
+            out += f_user_data
     f_owned_partitions = obj.owned_partitions
     if f_owned_partitions is None:
         raise _w.not_nullable("ConsumerProtocolSubscription.owned_partitions")
@@ -737,7 +755,10 @@ def _enc_ConsumerProtocolSubscription_v3(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id, n_rack_id)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
 
 
 def _dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end):
@@ -807,7 +828,10 @@ def _enc_ConsumerProtocolSubscription_TopicPartition_v1(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ConsumerProtocolSubscription.TopicPartition.partitions")

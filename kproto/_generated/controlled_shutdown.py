@@ -362,7 +362,10 @@ def _enc_ControlledShutdownResponse_RemainingPartition_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.partition_index)
@@ -443,7 +446,10 @@ def _enc_ControlledShutdownResponse_RemainingPartition_v3(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.partition_index)

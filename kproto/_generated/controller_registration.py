@@ -309,7 +309,10 @@ def _enc_ControllerRegistrationRequest_Listener_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("ControllerRegistrationRequest.Listener.host")
@@ -325,7 +328,10 @@ def _enc_ControllerRegistrationRequest_Listener_v0(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_H(p, 0, obj.port)
@@ -413,7 +419,10 @@ def _enc_ControllerRegistrationRequest_Feature_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_h(p, 0, obj.min_supported_version)
@@ -509,7 +518,10 @@ def _enc_ControllerRegistrationResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationResponse")
     else:

@@ -346,7 +346,10 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.principal")
@@ -361,7 +364,10 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
     else:
         out += _S_h.pack(n_principal)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.host")
@@ -376,7 +382,10 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
     else:
         out += _S_h.pack(n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -493,7 +502,10 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.principal")
@@ -509,7 +521,10 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_pattern_type, n_principal)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.host")
@@ -524,7 +539,10 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
     else:
         out += _S_h.pack(n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -687,7 +705,10 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.resource_pattern_type)
@@ -708,7 +729,10 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.host")
@@ -724,7 +748,10 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -927,7 +954,10 @@ def _enc_CreateAclsResponse_AclCreationResult_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
 
 
 def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
@@ -1010,7 +1040,10 @@ def _enc_CreateAclsResponse_AclCreationResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse.AclCreationResult")
     else:

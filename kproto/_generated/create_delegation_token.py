@@ -356,7 +356,10 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_owner_principal_type + 1)
     if n_owner_principal_type > 0:
-        out += f_owner_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_owner_principal_type)
+        else:
+            out += f_owner_principal_type
     f_owner_principal_name = obj.owner_principal_name
     if f_owner_principal_name is None:
         n_owner_principal_name = -1
@@ -372,7 +375,10 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_owner_principal_name + 1)
     if n_owner_principal_name > 0:
-        out += f_owner_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_owner_principal_name)
+        else:
+            out += f_owner_principal_name
     f_renewers = obj.renewers
     if f_renewers is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.renewers")
@@ -469,7 +475,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_name")
@@ -484,7 +493,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
 
 
 def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
@@ -581,7 +593,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_name")
@@ -597,7 +612,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest.CreatableRenewers")
     else:
@@ -733,7 +751,10 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_principal_type)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
@@ -748,7 +769,10 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     f_token_id = obj.token_id
     if f_token_id is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_id")
@@ -766,7 +790,10 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
     else:
         out += _S_qqqh.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms, n_token_id)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.hmac")
@@ -778,7 +805,10 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
     else:
         out += _S_i.pack(n_hmac)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.throttle_time_ms)
@@ -969,7 +999,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
@@ -985,7 +1018,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     if cython.compiled:
         p = _grow(out, 24)
         _put_q(p, 0, obj.issue_timestamp_ms)
@@ -1008,7 +1044,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.hmac")
@@ -1021,7 +1060,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.throttle_time_ms)
@@ -1268,7 +1310,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
@@ -1284,7 +1329,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     f_token_requester_principal_type = obj.token_requester_principal_type
     if f_token_requester_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_type")
@@ -1300,7 +1348,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_requester_principal_type + 1)
     if n_token_requester_principal_type > 0:
-        out += f_token_requester_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_token_requester_principal_type)
+        else:
+            out += f_token_requester_principal_type
     f_token_requester_principal_name = obj.token_requester_principal_name
     if f_token_requester_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_name")
@@ -1316,7 +1367,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_requester_principal_name + 1)
     if n_token_requester_principal_name > 0:
-        out += f_token_requester_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_token_requester_principal_name)
+        else:
+            out += f_token_requester_principal_name
     if cython.compiled:
         p = _grow(out, 24)
         _put_q(p, 0, obj.issue_timestamp_ms)
@@ -1339,7 +1393,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.hmac")
@@ -1352,7 +1409,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.throttle_time_ms)

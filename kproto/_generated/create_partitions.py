@@ -299,7 +299,10 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_assignments = obj.assignments
     if f_assignments is None:
         n_assignments = -1
@@ -420,7 +423,10 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.count)
@@ -776,7 +782,10 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_error_message = obj.error_message
     if f_error_message is None:
         n_error_message = -1
@@ -792,7 +801,10 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
 
 
 def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
@@ -899,7 +911,10 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -920,7 +935,10 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse.CreatePartitionsTopicResult")
     else:

@@ -394,7 +394,10 @@ def _enc_CreateTopicsRequest_CreatableTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_assignments = obj.assignments
     if f_assignments is None:
         raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.assignments")
@@ -554,7 +557,10 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.num_partitions)
@@ -803,7 +809,10 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -818,7 +827,10 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
     else:
         out += _S_h.pack(n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
 
 
 def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
@@ -917,7 +929,10 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -933,7 +948,10 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig")
     else:
@@ -1322,7 +1340,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -1411,7 +1432,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_error_message = obj.error_message
     if f_error_message is None:
         n_error_message = -1
@@ -1427,7 +1451,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
 
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
@@ -1590,7 +1617,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -1611,7 +1641,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.num_partitions)
@@ -1811,7 +1844,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     out += obj.topic_id.bytes
     if cython.compiled:
         p = _grow(out, 2)
@@ -1833,7 +1869,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.num_partitions)
@@ -1983,7 +2022,10 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -1999,7 +2041,10 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if cython.compiled:
         p = _grow(out, 3)
         _put_b(p, 0, 1 if obj.read_only else 0)

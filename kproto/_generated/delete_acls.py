@@ -359,7 +359,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
@@ -374,7 +377,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_filter)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -389,7 +395,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
     else:
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -512,7 +521,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
@@ -528,7 +540,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
     else:
         out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -543,7 +558,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
     else:
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -712,7 +730,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.pattern_type_filter)
@@ -733,7 +754,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -749,7 +773,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     else:
         _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -1025,7 +1052,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_matching_acls = obj.matching_acls
     if f_matching_acls is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
@@ -1116,7 +1146,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_matching_acls = obj.matching_acls
     if f_matching_acls is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
@@ -1239,7 +1272,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_matching_acls = obj.matching_acls
     if f_matching_acls is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
@@ -1393,7 +1429,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
@@ -1409,7 +1448,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
@@ -1424,7 +1466,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
     else:
         out += _S_h.pack(n_principal)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
@@ -1439,7 +1484,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
     else:
         out += _S_h.pack(n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -1581,7 +1629,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
@@ -1597,7 +1648,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
@@ -1613,7 +1667,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
     else:
         out += _S_bh.pack(obj.pattern_type, n_principal)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
@@ -1628,7 +1685,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
     else:
         out += _S_h.pack(n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -1830,7 +1890,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.resource_type)
@@ -1851,7 +1914,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.pattern_type)
@@ -1872,7 +1938,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
@@ -1888,7 +1957,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)

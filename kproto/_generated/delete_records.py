@@ -278,7 +278,10 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.partitions")
@@ -386,7 +389,10 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.partitions")
@@ -688,7 +694,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.partitions")
@@ -796,7 +805,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.partitions")

@@ -147,7 +147,10 @@ def _enc_DeleteShareGroupOffsetsRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("DeleteShareGroupOffsetsRequest.topics")
@@ -232,7 +235,10 @@ def _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(o
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic")
     else:
@@ -350,7 +356,10 @@ def _enc_DeleteShareGroupOffsetsResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_responses = obj.responses
     if f_responses is None:
         raise _w.not_nullable("DeleteShareGroupOffsetsResponse.responses")
@@ -479,7 +488,10 @@ def _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     out += obj.topic_id.bytes
     if cython.compiled:
         p = _grow(out, 2)
@@ -501,7 +513,10 @@ def _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic")
     else:

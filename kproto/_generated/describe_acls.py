@@ -190,7 +190,10 @@ def _enc_DescribeAclsRequest_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
@@ -205,7 +208,10 @@ def _enc_DescribeAclsRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_filter)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -220,7 +226,10 @@ def _enc_DescribeAclsRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -343,7 +352,10 @@ def _enc_DescribeAclsRequest_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
@@ -359,7 +371,10 @@ def _enc_DescribeAclsRequest_v1(obj, out):
     else:
         out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -374,7 +389,10 @@ def _enc_DescribeAclsRequest_v1(obj, out):
     else:
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -543,7 +561,10 @@ def _enc_DescribeAclsRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
-        out += f_resource_name_filter
+        if cython.compiled:
+            _put_bytes(out, f_resource_name_filter)
+        else:
+            out += f_resource_name_filter
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.pattern_type_filter)
@@ -564,7 +585,10 @@ def _enc_DescribeAclsRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
-        out += f_principal_filter
+        if cython.compiled:
+            _put_bytes(out, f_principal_filter)
+        else:
+            out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
@@ -580,7 +604,10 @@ def _enc_DescribeAclsRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
-        out += f_host_filter
+        if cython.compiled:
+            _put_bytes(out, f_host_filter)
+        else:
+            out += f_host_filter
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -672,7 +699,10 @@ def _enc_DescribeAclsResponse_v0(obj, out):
     else:
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resources = obj.resources
     if f_resources is None:
         raise _w.not_nullable("DescribeAclsResponse.resources")
@@ -766,7 +796,10 @@ def _enc_DescribeAclsResponse_v1(obj, out):
     else:
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resources = obj.resources
     if f_resources is None:
         raise _w.not_nullable("DescribeAclsResponse.resources")
@@ -892,7 +925,10 @@ def _enc_DescribeAclsResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resources = obj.resources
     if f_resources is None:
         raise _w.not_nullable("DescribeAclsResponse.resources")
@@ -989,7 +1025,10 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_acls = obj.acls
     if f_acls is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.acls")
@@ -1080,7 +1119,10 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_acls = obj.acls
     if f_acls is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.acls")
@@ -1210,7 +1252,10 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v2(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.pattern_type)
@@ -1317,7 +1362,10 @@ def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
     else:
         out += _S_h.pack(n_principal)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.host")
@@ -1332,7 +1380,10 @@ def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
     else:
         out += _S_h.pack(n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)
@@ -1445,7 +1496,10 @@ def _enc_DescribeAclsResponse_AclDescription_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
-        out += f_principal
+        if cython.compiled:
+            _put_bytes(out, f_principal)
+        else:
+            out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.host")
@@ -1461,7 +1515,10 @@ def _enc_DescribeAclsResponse_AclDescription_v2(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_b(p, 0, obj.operation)

@@ -297,7 +297,10 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
     else:
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     f_match = obj.match
     if f_match is None:
         n_match = -1
@@ -313,7 +316,10 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
     else:
         out += _S_bh.pack(obj.match_type, n_match)
     if n_match > 0:
-        out += f_match
+        if cython.compiled:
+            _put_bytes(out, f_match)
+        else:
+            out += f_match
 
 
 def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
@@ -420,7 +426,10 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.match_type)
@@ -441,7 +450,10 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_match + 1)
     if n_match > 0:
-        out += f_match
+        if cython.compiled:
+            _put_bytes(out, f_match)
+        else:
+            out += f_match
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest.ComponentData")
     else:
@@ -530,7 +542,10 @@ def _enc_DescribeClientQuotasResponse_v0(obj, out):
     else:
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_entries = obj.entries
     if f_entries is None:
         n_entries = -1
@@ -660,7 +675,10 @@ def _enc_DescribeClientQuotasResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_entries = obj.entries
     if f_entries is None:
         n_entries = -1
@@ -946,7 +964,10 @@ def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
     else:
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
@@ -961,7 +982,10 @@ def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
     else:
         out += _S_h.pack(n_entity_name)
     if n_entity_name > 0:
-        out += f_entity_name
+        if cython.compiled:
+            _put_bytes(out, f_entity_name)
+        else:
+            out += f_entity_name
 
 
 def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
@@ -1060,7 +1084,10 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
-        out += f_entity_type
+        if cython.compiled:
+            _put_bytes(out, f_entity_type)
+        else:
+            out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
@@ -1076,7 +1103,10 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
-        out += f_entity_name
+        if cython.compiled:
+            _put_bytes(out, f_entity_name)
+        else:
+            out += f_entity_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.EntityData")
     else:
@@ -1142,7 +1172,10 @@ def _enc_DescribeClientQuotasResponse_ValueData_v0(obj, out):
     else:
         out += _S_h.pack(n_key)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
     if cython.compiled:
         p = _grow(out, 8)
         _put_d(p, 0, obj.value)
@@ -1223,7 +1256,10 @@ def _enc_DescribeClientQuotasResponse_ValueData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
     if cython.compiled:
         p = _grow(out, 8)
         _put_d(p, 0, obj.value)

@@ -456,7 +456,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configuration_keys = obj.configuration_keys
     if f_configuration_keys is None:
         n_configuration_keys = -1
@@ -606,7 +609,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configuration_keys = obj.configuration_keys
     if f_configuration_keys is None:
         n_configuration_keys = -1
@@ -976,7 +982,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
@@ -992,7 +1001,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
@@ -1106,7 +1118,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
@@ -1122,7 +1137,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
@@ -1236,7 +1254,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
@@ -1252,7 +1273,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
@@ -1412,7 +1436,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.resource_type)
@@ -1433,7 +1460,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
@@ -1552,7 +1582,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -1567,7 +1600,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
     else:
         out += _S_h.pack(n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if cython.compiled:
         p = _grow(out, 3)
         _put_b(p, 0, 1 if obj.read_only else 0)
@@ -1688,7 +1724,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -1703,7 +1742,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
     else:
         out += _S_h.pack(n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     f_synonyms = obj.synonyms
     if f_synonyms is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms")
@@ -1855,7 +1897,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -1870,7 +1915,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
     else:
         out += _S_h.pack(n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     f_synonyms = obj.synonyms
     if f_synonyms is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms")
@@ -1901,7 +1949,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
     else:
         out += _S_bh.pack(obj.config_type, n_documentation)
     if n_documentation > 0:
-        out += f_documentation
+        if cython.compiled:
+            _put_bytes(out, f_documentation)
+        else:
+            out += f_documentation
 
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end):
@@ -2088,7 +2139,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -2104,7 +2158,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if cython.compiled:
         p = _grow(out, 3)
         _put_b(p, 0, 1 if obj.read_only else 0)
@@ -2145,7 +2202,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_documentation + 1)
     if n_documentation > 0:
-        out += f_documentation
+        if cython.compiled:
+            _put_bytes(out, f_documentation)
+        else:
+            out += f_documentation
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult")
     else:
@@ -2234,7 +2294,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -2249,7 +2312,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
     else:
         out += _S_h.pack(n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.source)
@@ -2361,7 +2427,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -2377,7 +2446,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.source)

@@ -263,7 +263,10 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(obj, out
     else:
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name")
@@ -278,7 +281,10 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(obj, out
     else:
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
 
 
 def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur, end):
@@ -375,7 +381,10 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name")
@@ -391,7 +400,10 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner")
     else:
@@ -790,7 +802,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name")
@@ -805,7 +820,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
     else:
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     f_token_id = obj.token_id
     if f_token_id is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id")
@@ -823,7 +841,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
     else:
         out += _S_qqqh.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp, n_token_id)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.hmac")
@@ -835,7 +856,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
     else:
         out += _S_i.pack(n_hmac)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     f_renewers = obj.renewers
     if f_renewers is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
@@ -1040,7 +1064,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name")
@@ -1056,7 +1083,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     if cython.compiled:
         p = _grow(out, 24)
         _put_q(p, 0, obj.issue_timestamp)
@@ -1079,7 +1109,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.hmac")
@@ -1092,7 +1125,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     f_renewers = obj.renewers
     if f_renewers is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
@@ -1354,7 +1390,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name")
@@ -1370,7 +1409,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     f_token_requester_principal_type = obj.token_requester_principal_type
     if f_token_requester_principal_type is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type")
@@ -1386,7 +1428,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_requester_principal_type + 1)
     if n_token_requester_principal_type > 0:
-        out += f_token_requester_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_token_requester_principal_type)
+        else:
+            out += f_token_requester_principal_type
     f_token_requester_principal_name = obj.token_requester_principal_name
     if f_token_requester_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name")
@@ -1402,7 +1447,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_requester_principal_name + 1)
     if n_token_requester_principal_name > 0:
-        out += f_token_requester_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_token_requester_principal_name)
+        else:
+            out += f_token_requester_principal_name
     if cython.compiled:
         p = _grow(out, 24)
         _put_q(p, 0, obj.issue_timestamp)
@@ -1425,7 +1473,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
-        out += f_token_id
+        if cython.compiled:
+            _put_bytes(out, f_token_id)
+        else:
+            out += f_token_id
     f_hmac = obj.hmac
     if f_hmac is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.hmac")
@@ -1438,7 +1489,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     f_renewers = obj.renewers
     if f_renewers is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
@@ -1530,7 +1584,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(obj,
     else:
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name")
@@ -1545,7 +1602,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(obj,
     else:
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
 
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end):
@@ -1642,7 +1702,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(obj,
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
-        out += f_principal_type
+        if cython.compiled:
+            _put_bytes(out, f_principal_type)
+        else:
+            out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name")
@@ -1658,7 +1721,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(obj,
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
-        out += f_principal_name
+        if cython.compiled:
+            _put_bytes(out, f_principal_name)
+        else:
+            out += f_principal_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer")
     else:

@@ -849,7 +849,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
@@ -864,7 +867,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
     else:
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
@@ -879,7 +885,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
@@ -894,7 +903,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
     else:
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
-        out += f_protocol_data
+        if cython.compiled:
+            _put_bytes(out, f_protocol_data)
+        else:
+            out += f_protocol_data
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
@@ -1057,7 +1069,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
@@ -1072,7 +1087,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
     else:
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
@@ -1087,7 +1105,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
@@ -1102,7 +1123,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
     else:
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
-        out += f_protocol_data
+        if cython.compiled:
+            _put_bytes(out, f_protocol_data)
+        else:
+            out += f_protocol_data
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
@@ -1270,7 +1294,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
@@ -1285,7 +1312,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
     else:
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
@@ -1300,7 +1330,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
@@ -1315,7 +1348,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
     else:
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
-        out += f_protocol_data
+        if cython.compiled:
+            _put_bytes(out, f_protocol_data)
+        else:
+            out += f_protocol_data
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
@@ -1539,7 +1575,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
@@ -1555,7 +1594,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
@@ -1571,7 +1613,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
@@ -1587,7 +1632,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
-        out += f_protocol_data
+        if cython.compiled:
+            _put_bytes(out, f_protocol_data)
+        else:
+            out += f_protocol_data
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
@@ -1844,7 +1892,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
@@ -1860,7 +1911,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
@@ -1876,7 +1930,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
@@ -1892,7 +1949,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
@@ -1908,7 +1968,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
-        out += f_protocol_data
+        if cython.compiled:
+            _put_bytes(out, f_protocol_data)
+        else:
+            out += f_protocol_data
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
@@ -2053,7 +2116,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
@@ -2068,7 +2134,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     else:
         out += _S_h.pack(n_client_id)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
@@ -2083,7 +2152,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     else:
         out += _S_h.pack(n_client_host)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     f_member_metadata = obj.member_metadata
     if f_member_metadata is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_metadata")
@@ -2095,7 +2167,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     else:
         out += _S_i.pack(n_member_metadata)
     if n_member_metadata > 0:
-        out += f_member_metadata
+        if cython.compiled:
+            _put_bytes(out, f_member_metadata)
+        else:
+            out += f_member_metadata
     f_member_assignment = obj.member_assignment
     if f_member_assignment is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_assignment")
@@ -2107,7 +2182,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     else:
         out += _S_i.pack(n_member_assignment)
     if n_member_assignment > 0:
-        out += f_member_assignment
+        if cython.compiled:
+            _put_bytes(out, f_member_assignment)
+        else:
+            out += f_member_assignment
 
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
@@ -2252,7 +2330,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -2267,7 +2348,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
@@ -2282,7 +2366,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_h.pack(n_client_id)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
@@ -2297,7 +2384,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_h.pack(n_client_host)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     f_member_metadata = obj.member_metadata
     if f_member_metadata is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_metadata")
@@ -2309,7 +2399,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_i.pack(n_member_metadata)
     if n_member_metadata > 0:
-        out += f_member_metadata
+        if cython.compiled:
+            _put_bytes(out, f_member_metadata)
+        else:
+            out += f_member_metadata
     f_member_assignment = obj.member_assignment
     if f_member_assignment is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_assignment")
@@ -2321,7 +2414,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     else:
         out += _S_i.pack(n_member_assignment)
     if n_member_assignment > 0:
-        out += f_member_assignment
+        if cython.compiled:
+            _put_bytes(out, f_member_assignment)
+        else:
+            out += f_member_assignment
 
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
@@ -2520,7 +2616,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -2536,7 +2635,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
@@ -2552,7 +2654,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
@@ -2568,7 +2673,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     f_member_metadata = obj.member_metadata
     if f_member_metadata is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_metadata")
@@ -2581,7 +2689,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_member_metadata + 1)
     if n_member_metadata > 0:
-        out += f_member_metadata
+        if cython.compiled:
+            _put_bytes(out, f_member_metadata)
+        else:
+            out += f_member_metadata
     f_member_assignment = obj.member_assignment
     if f_member_assignment is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_assignment")
@@ -2594,7 +2705,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     else:
         _w.put_uvarint(out, n_member_assignment + 1)
     if n_member_assignment > 0:
-        out += f_member_assignment
+        if cython.compiled:
+            _put_bytes(out, f_member_assignment)
+        else:
+            out += f_member_assignment
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember")
     else:

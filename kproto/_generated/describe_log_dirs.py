@@ -267,7 +267,10 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeLogDirsRequest.DescribableLogDirTopic.partitions")
@@ -376,7 +379,10 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeLogDirsRequest.DescribableLogDirTopic.partitions")
@@ -865,7 +871,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_log_dir)
     if n_log_dir > 0:
-        out += f_log_dir
+        if cython.compiled:
+            _put_bytes(out, f_log_dir)
+        else:
+            out += f_log_dir
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.topics")
@@ -989,7 +998,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_log_dir + 1)
     if n_log_dir > 0:
-        out += f_log_dir
+        if cython.compiled:
+            _put_bytes(out, f_log_dir)
+        else:
+            out += f_log_dir
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.topics")
@@ -1126,7 +1138,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_log_dir + 1)
     if n_log_dir > 0:
-        out += f_log_dir
+        if cython.compiled:
+            _put_bytes(out, f_log_dir)
+        else:
+            out += f_log_dir
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.topics")
@@ -1273,7 +1288,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5(obj, out):
     else:
         _w.put_uvarint(out, n_log_dir + 1)
     if n_log_dir > 0:
-        out += f_log_dir
+        if cython.compiled:
+            _put_bytes(out, f_log_dir)
+        else:
+            out += f_log_dir
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.topics")
@@ -1371,7 +1389,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions")
@@ -1479,7 +1500,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions")

@@ -215,7 +215,10 @@ def _enc_DescribeProducersRequest_TopicRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("DescribeProducersRequest.TopicRequest.partition_indexes")
@@ -413,7 +416,10 @@ def _enc_DescribeProducersResponse_TopicResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeProducersResponse.TopicResponse.partitions")
@@ -544,7 +550,10 @@ def _enc_DescribeProducersResponse_PartitionResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_active_producers = obj.active_producers
     if f_active_producers is None:
         raise _w.not_nullable("DescribeProducersResponse.TopicResponse.PartitionResponse.active_producers")

@@ -231,7 +231,10 @@ def _enc_DescribeQuorumRequest_TopicData_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeQuorumRequest.TopicData.partitions")
@@ -597,7 +600,10 @@ def _enc_DescribeQuorumResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("DescribeQuorumResponse.topics")
@@ -723,7 +729,10 @@ def _enc_DescribeQuorumResponse_TopicData_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeQuorumResponse.TopicData.partitions")
@@ -836,7 +845,10 @@ def _enc_DescribeQuorumResponse_TopicData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeQuorumResponse.TopicData.partitions")
@@ -949,7 +961,10 @@ def _enc_DescribeQuorumResponse_TopicData_v2(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeQuorumResponse.TopicData.partitions")
@@ -1390,7 +1405,10 @@ def _enc_DescribeQuorumResponse_PartitionData_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 16)
         _put_i(p, 0, obj.leader_id)
@@ -1778,7 +1796,10 @@ def _enc_DescribeQuorumResponse_Listener_v2(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DescribeQuorumResponse.Node.Listener.host")
@@ -1794,7 +1815,10 @@ def _enc_DescribeQuorumResponse_Listener_v2(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)

@@ -223,7 +223,10 @@ def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         n_topics = -1
@@ -334,7 +337,10 @@ def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic.partitions")
@@ -652,7 +658,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.topics")
@@ -686,7 +695,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup")
     else:
@@ -825,7 +837,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.topics")
@@ -859,7 +874,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup")
     else:
@@ -964,7 +982,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     out += obj.topic_id.bytes
     f_partitions = obj.partitions
     if f_partitions is None:
@@ -1083,7 +1104,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     out += obj.topic_id.bytes
     f_partitions = obj.partitions
     if f_partitions is None:
@@ -1196,7 +1220,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition")
     else:
@@ -1295,7 +1322,10 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition")
     else:

@@ -229,7 +229,10 @@ def _enc_DescribeTopicPartitionsRequest_TopicRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest.TopicRequest")
     else:
@@ -309,7 +312,10 @@ def _enc_DescribeTopicPartitionsRequest_Cursor_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.partition_index)
@@ -562,7 +568,10 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     out += obj.topic_id.bytes
     if cython.compiled:
         p = _grow(out, 1)
@@ -933,7 +942,10 @@ def _enc_DescribeTopicPartitionsResponse_Cursor_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.partition_index)

@@ -385,7 +385,10 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     f_transaction_state = obj.transaction_state
     if f_transaction_state is None:
         raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.transaction_state")
@@ -401,7 +404,10 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
     else:
         _w.put_uvarint(out, n_transaction_state + 1)
     if n_transaction_state > 0:
-        out += f_transaction_state
+        if cython.compiled:
+            _put_bytes(out, f_transaction_state)
+        else:
+            out += f_transaction_state
     if cython.compiled:
         p = _grow(out, 22)
         _put_i(p, 0, obj.transaction_timeout_ms)
@@ -519,7 +525,10 @@ def _enc_DescribeTransactionsResponse_TopicData_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.TopicData.partitions")

@@ -193,7 +193,10 @@ def _enc_DescribeUserScramCredentialsRequest_UserName_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest.UserName")
     else:
@@ -311,7 +314,10 @@ def _enc_DescribeUserScramCredentialsResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_results = obj.results
     if f_results is None:
         raise _w.not_nullable("DescribeUserScramCredentialsResponse.results")
@@ -463,7 +469,10 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     else:
         _w.put_uvarint(out, n_user + 1)
     if n_user > 0:
-        out += f_user
+        if cython.compiled:
+            _put_bytes(out, f_user)
+        else:
+            out += f_user
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -484,7 +493,10 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_credential_infos = obj.credential_infos
     if f_credential_infos is None:
         raise _w.not_nullable("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.credential_infos")

@@ -377,7 +377,10 @@ def _enc_ElectLeadersRequest_TopicPartitions_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ElectLeadersRequest.TopicPartitions.partitions")
@@ -486,7 +489,10 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ElectLeadersRequest.TopicPartitions.partitions")
@@ -777,7 +783,10 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partition_result = obj.partition_result
     if f_partition_result is None:
         raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.partition_result")
@@ -885,7 +894,10 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partition_result = obj.partition_result
     if f_partition_result is None:
         raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.partition_result")
@@ -964,7 +976,10 @@ def _enc_ElectLeadersResponse_PartitionResult_v0(obj, out):
     else:
         out += _S_ihh.pack(obj.partition_id, obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
 
 
 def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
@@ -1050,7 +1065,10 @@ def _enc_ElectLeadersResponse_PartitionResult_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult")
     else:

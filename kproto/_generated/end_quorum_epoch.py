@@ -144,7 +144,10 @@ def _enc_EndQuorumEpochRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("EndQuorumEpochRequest.topics")
@@ -282,7 +285,10 @@ def _enc_EndQuorumEpochRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("EndQuorumEpochRequest.topics")
@@ -386,7 +392,10 @@ def _enc_EndQuorumEpochRequest_TopicData_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("EndQuorumEpochRequest.TopicData.partitions")
@@ -494,7 +503,10 @@ def _enc_EndQuorumEpochRequest_TopicData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("EndQuorumEpochRequest.TopicData.partitions")
@@ -811,7 +823,10 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("EndQuorumEpochRequest.LeaderEndpoint.host")
@@ -827,7 +842,10 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)
@@ -1098,7 +1116,10 @@ def _enc_EndQuorumEpochResponse_TopicData_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("EndQuorumEpochResponse.TopicData.partitions")
@@ -1206,7 +1227,10 @@ def _enc_EndQuorumEpochResponse_TopicData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("EndQuorumEpochResponse.TopicData.partitions")
@@ -1401,7 +1425,10 @@ def _enc_EndQuorumEpochResponse_NodeEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)

@@ -125,7 +125,10 @@ def _enc_EndTxnRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_transactional_id)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 11)
         _put_q(p, 0, obj.producer_id)
@@ -215,7 +218,10 @@ def _enc_EndTxnRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 11)
         _put_q(p, 0, obj.producer_id)

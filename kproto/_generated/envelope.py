@@ -150,7 +150,10 @@ def _enc_EnvelopeRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_request_data + 1)
     if n_request_data > 0:
-        out += f_request_data
+        if cython.compiled:
+            _put_bytes(out, f_request_data)
+        else:
+            out += f_request_data
     f_request_principal = obj.request_principal
     if f_request_principal is None:
         n_request_principal = -1
@@ -163,7 +166,10 @@ def _enc_EnvelopeRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_request_principal + 1)
     if n_request_principal > 0:
-        out += f_request_principal
+        if cython.compiled:
+            _put_bytes(out, f_request_principal)
+        else:
+            out += f_request_principal
     f_client_host_address = obj.client_host_address
     if f_client_host_address is None:
         raise _w.not_nullable("EnvelopeRequest.client_host_address")
@@ -176,7 +182,10 @@ def _enc_EnvelopeRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_client_host_address + 1)
     if n_client_host_address > 0:
-        out += f_client_host_address
+        if cython.compiled:
+            _put_bytes(out, f_client_host_address)
+        else:
+            out += f_client_host_address
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EnvelopeRequest")
     else:
@@ -247,7 +256,10 @@ def _enc_EnvelopeResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_response_data + 1)
     if n_response_data > 0:
-        out += f_response_data
+        if cython.compiled:
+            _put_bytes(out, f_response_data)
+        else:
+            out += f_response_data
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)

@@ -104,7 +104,10 @@ def _enc_ExpireDelegationTokenRequest_v0(obj, out):
     else:
         out += _S_i.pack(n_hmac)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     if cython.compiled:
         p = _grow(out, 8)
         _put_q(p, 0, obj.expiry_time_period_ms)
@@ -174,7 +177,10 @@ def _enc_ExpireDelegationTokenRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
-        out += f_hmac
+        if cython.compiled:
+            _put_bytes(out, f_hmac)
+        else:
+            out += f_hmac
     if cython.compiled:
         p = _grow(out, 8)
         _put_q(p, 0, obj.expiry_time_period_ms)

@@ -11,7 +11,7 @@ cimport cython as _cy  # not plain ``cython``: the module defines a fallback of 
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
-    _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
+    _grow, _put_b, _put_bytes, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
     _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
@@ -219,3 +219,19 @@ cdef _enc_FetchResponse_AbortedTransaction_v12(FetchResponse_AbortedTransaction 
 @_cy.locals(obj=FetchResponse_NodeEndpoint, pos=Py_ssize_t)
 cdef _dec_FetchResponse_NodeEndpoint_v16(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchResponse_NodeEndpoint_v16(FetchResponse_NodeEndpoint obj, bytearray out)
+@_cy.locals(s=FetchRequest_ReplicaState)
+cdef bint _is_default_FetchRequest_ReplicaState(object value) except -1
+@_cy.locals(s=FetchResponse_EpochEndOffset)
+cdef bint _is_default_FetchResponse_EpochEndOffset(object value) except -1
+@_cy.locals(s=FetchResponse_LeaderIdAndEpoch)
+cdef bint _is_default_FetchResponse_LeaderIdAndEpoch(object value) except -1
+@_cy.locals(s=FetchResponse_SnapshotId)
+cdef bint _is_default_FetchResponse_SnapshotId(object value) except -1
+@_cy.locals(s=FetchRequest_ReplicaState)
+cdef FetchRequest_ReplicaState _new_FetchRequest_ReplicaState()
+@_cy.locals(s=FetchResponse_EpochEndOffset)
+cdef FetchResponse_EpochEndOffset _new_FetchResponse_EpochEndOffset()
+@_cy.locals(s=FetchResponse_LeaderIdAndEpoch)
+cdef FetchResponse_LeaderIdAndEpoch _new_FetchResponse_LeaderIdAndEpoch()
+@_cy.locals(s=FetchResponse_SnapshotId)
+cdef FetchResponse_SnapshotId _new_FetchResponse_SnapshotId()

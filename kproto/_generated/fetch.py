@@ -139,7 +139,7 @@ def _dec_FetchRequest_v0(buf, cur, end):
     obj.cluster_id = None
     obj.replica_id = f_replica_id
     if cython.compiled:
-        obj.replica_state = FetchRequest_ReplicaState()
+        obj.replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -164,7 +164,11 @@ def _enc_FetchRequest_v0(obj, out):
     """Append the v0 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 0, "15-18")
     if obj.forgotten_topics_data:
         raise _w.not_in_version("FetchRequest.forgotten_topics_data", 0, "7-18")
@@ -218,7 +222,7 @@ def _dec_FetchRequest_v3(buf, cur, end):
     obj.cluster_id = None
     obj.replica_id = f_replica_id
     if cython.compiled:
-        obj.replica_state = FetchRequest_ReplicaState()
+        obj.replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -243,7 +247,11 @@ def _enc_FetchRequest_v3(obj, out):
     """Append the v3 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 3, "15-18")
     if obj.forgotten_topics_data:
         raise _w.not_in_version("FetchRequest.forgotten_topics_data", 3, "7-18")
@@ -299,7 +307,7 @@ def _dec_FetchRequest_v4(buf, cur, end):
     obj.cluster_id = None
     obj.replica_id = f_replica_id
     if cython.compiled:
-        obj.replica_state = FetchRequest_ReplicaState()
+        obj.replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -324,7 +332,11 @@ def _enc_FetchRequest_v4(obj, out):
     """Append the v4 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 4, "15-18")
     if obj.forgotten_topics_data:
         raise _w.not_in_version("FetchRequest.forgotten_topics_data", 4, "7-18")
@@ -381,7 +393,7 @@ def _dec_FetchRequest_v5(buf, cur, end):
     obj.cluster_id = None
     obj.replica_id = f_replica_id
     if cython.compiled:
-        obj.replica_state = FetchRequest_ReplicaState()
+        obj.replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -406,7 +418,11 @@ def _enc_FetchRequest_v5(obj, out):
     """Append the v5 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 5, "15-18")
     if obj.forgotten_topics_data:
         raise _w.not_in_version("FetchRequest.forgotten_topics_data", 5, "7-18")
@@ -484,7 +500,7 @@ def _dec_FetchRequest_v7(buf, cur, end):
     obj.cluster_id = None
     obj.replica_id = f_replica_id
     if cython.compiled:
-        obj.replica_state = FetchRequest_ReplicaState()
+        obj.replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -509,7 +525,11 @@ def _enc_FetchRequest_v7(obj, out):
     """Append the v7 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 7, "15-18")
     f_topics = obj.topics
     if f_topics is None:
@@ -599,7 +619,7 @@ def _dec_FetchRequest_v9(buf, cur, end):
     obj.cluster_id = None
     obj.replica_id = f_replica_id
     if cython.compiled:
-        obj.replica_state = FetchRequest_ReplicaState()
+        obj.replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -624,7 +644,11 @@ def _enc_FetchRequest_v9(obj, out):
     """Append the v9 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 9, "15-18")
     f_topics = obj.topics
     if f_topics is None:
@@ -734,7 +758,7 @@ def _dec_FetchRequest_v11(buf, cur, end):
     obj.cluster_id = None
     obj.replica_id = f_replica_id
     if cython.compiled:
-        obj.replica_state = FetchRequest_ReplicaState()
+        obj.replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -759,7 +783,11 @@ def _enc_FetchRequest_v11(obj, out):
     """Append the v11 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 11, "15-18")
     f_topics = obj.topics
     if f_topics is None:
@@ -806,7 +834,10 @@ def _enc_FetchRequest_v11(obj, out):
     else:
         out += _S_h.pack(n_rack_id)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
 
 
 def _dec_FetchRequest_v12(buf, cur, end):
@@ -955,7 +986,7 @@ def _dec_FetchRequest_v12(buf, cur, end):
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
     if cython.compiled:
-        obj.replica_state = FetchRequest_ReplicaState()
+        obj.replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -980,7 +1011,11 @@ def _enc_FetchRequest_v12(obj, out):
     """Append the v12 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 12, "15-18")
     if cython.compiled:
         p = _grow(out, 25)
@@ -1034,7 +1069,10 @@ def _enc_FetchRequest_v12(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
@@ -1053,7 +1091,10 @@ def _enc_FetchRequest_v12(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
@@ -1207,7 +1248,7 @@ def _dec_FetchRequest_v13(buf, cur, end):
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
     if cython.compiled:
-        obj.replica_state = FetchRequest_ReplicaState()
+        obj.replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -1232,7 +1273,11 @@ def _enc_FetchRequest_v13(obj, out):
     """Append the v13 layout of a FetchRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         raise _w.not_in_version("FetchRequest.replica_state", 13, "15-18")
     if cython.compiled:
         p = _grow(out, 25)
@@ -1286,7 +1331,10 @@ def _enc_FetchRequest_v13(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
@@ -1305,7 +1353,10 @@ def _enc_FetchRequest_v13(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
@@ -1412,7 +1463,7 @@ def _dec_FetchRequest_v15(buf, cur, end):
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
     if cython.compiled:
-        f_replica_state = FetchRequest_ReplicaState()
+        f_replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -1546,7 +1597,10 @@ def _enc_FetchRequest_v15(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
@@ -1565,9 +1619,16 @@ def _enc_FetchRequest_v15(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         t = bytearray()
         f_replica_state = obj.replica_state
         _enc_FetchRequest_ReplicaState_v15(f_replica_state, t)
@@ -1677,7 +1738,7 @@ def _dec_FetchRequest_v17(buf, cur, end):
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
     if cython.compiled:
-        f_replica_state = FetchRequest_ReplicaState()
+        f_replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -1811,7 +1872,10 @@ def _enc_FetchRequest_v17(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
@@ -1830,9 +1894,16 @@ def _enc_FetchRequest_v17(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         t = bytearray()
         f_replica_state = obj.replica_state
         _enc_FetchRequest_ReplicaState_v15(f_replica_state, t)
@@ -1942,7 +2013,7 @@ def _dec_FetchRequest_v18(buf, cur, end):
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
     if cython.compiled:
-        f_replica_state = FetchRequest_ReplicaState()
+        f_replica_state = _new_FetchRequest_ReplicaState()
     else:
         d = _new(FetchRequest_ReplicaState)
         d.replica_id = -1
@@ -2076,7 +2147,10 @@ def _enc_FetchRequest_v18(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
@@ -2095,9 +2169,16 @@ def _enc_FetchRequest_v18(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
-    if obj.replica_state != FetchRequest_ReplicaState():
+    if cython.compiled:
+        differs = not _is_default_FetchRequest_ReplicaState(obj.replica_state)
+    else:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+    if differs:
         t = bytearray()
         f_replica_state = obj.replica_state
         _enc_FetchRequest_ReplicaState_v15(f_replica_state, t)
@@ -2223,7 +2304,10 @@ def _enc_FetchRequest_FetchTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
@@ -2310,7 +2394,10 @@ def _enc_FetchRequest_FetchTopic_v5(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
@@ -2397,7 +2484,10 @@ def _enc_FetchRequest_FetchTopic_v9(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
@@ -2506,7 +2596,10 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
@@ -3178,7 +3271,10 @@ def _enc_FetchRequest_ForgottenTopic_v7(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.ForgottenTopic.partitions")
@@ -3288,7 +3384,10 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchRequest.ForgottenTopic.partitions")
@@ -4140,7 +4239,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
@@ -4227,7 +4329,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v4(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
@@ -4314,7 +4419,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v5(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
@@ -4401,7 +4509,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v11(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
@@ -4510,7 +4621,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
@@ -4639,7 +4753,7 @@ def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
     obj.last_stable_offset = -1
     obj.log_start_offset = -1
     if cython.compiled:
-        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+        obj.diverging_epoch = _new_FetchResponse_EpochEndOffset()
     else:
         d = _new(FetchResponse_EpochEndOffset)
         d.epoch = -1
@@ -4647,7 +4761,7 @@ def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
         d.unknown_tagged_fields = []
         obj.diverging_epoch = d
     if cython.compiled:
-        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+        obj.current_leader = _new_FetchResponse_LeaderIdAndEpoch()
     else:
         d = _new(FetchResponse_LeaderIdAndEpoch)
         d.leader_id = -1
@@ -4655,7 +4769,7 @@ def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
         d.unknown_tagged_fields = []
         obj.current_leader = d
     if cython.compiled:
-        obj.snapshot_id = FetchResponse_SnapshotId()
+        obj.snapshot_id = _new_FetchResponse_SnapshotId()
     else:
         d = _new(FetchResponse_SnapshotId)
         d.end_offset = -1
@@ -4674,11 +4788,23 @@ def _enc_FetchResponse_PartitionData_v0(obj, out):
     """Append the v0 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    if obj.diverging_epoch != FetchResponse_EpochEndOffset():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_EpochEndOffset(obj.diverging_epoch)
+    else:
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 0, "12-18")
-    if obj.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 0, "12-18")
-    if obj.snapshot_id != FetchResponse_SnapshotId():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_SnapshotId(obj.snapshot_id)
+    else:
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 0, "12-18")
     if obj.preferred_read_replica != -1:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 0, "11-18")
@@ -4697,7 +4823,10 @@ def _enc_FetchResponse_PartitionData_v0(obj, out):
     else:
         out += _S_ihqi.pack(obj.partition_index, obj.error_code, obj.high_watermark, n_records)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
 
 
 def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
@@ -4757,7 +4886,7 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = -1
     if cython.compiled:
-        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+        obj.diverging_epoch = _new_FetchResponse_EpochEndOffset()
     else:
         d = _new(FetchResponse_EpochEndOffset)
         d.epoch = -1
@@ -4765,7 +4894,7 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
         d.unknown_tagged_fields = []
         obj.diverging_epoch = d
     if cython.compiled:
-        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+        obj.current_leader = _new_FetchResponse_LeaderIdAndEpoch()
     else:
         d = _new(FetchResponse_LeaderIdAndEpoch)
         d.leader_id = -1
@@ -4773,7 +4902,7 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
         d.unknown_tagged_fields = []
         obj.current_leader = d
     if cython.compiled:
-        obj.snapshot_id = FetchResponse_SnapshotId()
+        obj.snapshot_id = _new_FetchResponse_SnapshotId()
     else:
         d = _new(FetchResponse_SnapshotId)
         d.end_offset = -1
@@ -4792,11 +4921,23 @@ def _enc_FetchResponse_PartitionData_v4(obj, out):
     """Append the v4 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    if obj.diverging_epoch != FetchResponse_EpochEndOffset():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_EpochEndOffset(obj.diverging_epoch)
+    else:
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 4, "12-18")
-    if obj.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 4, "12-18")
-    if obj.snapshot_id != FetchResponse_SnapshotId():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_SnapshotId(obj.snapshot_id)
+    else:
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 4, "12-18")
     if obj.preferred_read_replica != -1:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 4, "11-18")
@@ -4829,7 +4970,10 @@ def _enc_FetchResponse_PartitionData_v4(obj, out):
     else:
         out += _S_i.pack(n_records)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
 
 
 def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
@@ -4890,7 +5034,7 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = f_log_start_offset
     if cython.compiled:
-        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+        obj.diverging_epoch = _new_FetchResponse_EpochEndOffset()
     else:
         d = _new(FetchResponse_EpochEndOffset)
         d.epoch = -1
@@ -4898,7 +5042,7 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
         d.unknown_tagged_fields = []
         obj.diverging_epoch = d
     if cython.compiled:
-        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+        obj.current_leader = _new_FetchResponse_LeaderIdAndEpoch()
     else:
         d = _new(FetchResponse_LeaderIdAndEpoch)
         d.leader_id = -1
@@ -4906,7 +5050,7 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
         d.unknown_tagged_fields = []
         obj.current_leader = d
     if cython.compiled:
-        obj.snapshot_id = FetchResponse_SnapshotId()
+        obj.snapshot_id = _new_FetchResponse_SnapshotId()
     else:
         d = _new(FetchResponse_SnapshotId)
         d.end_offset = -1
@@ -4925,11 +5069,23 @@ def _enc_FetchResponse_PartitionData_v5(obj, out):
     """Append the v5 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    if obj.diverging_epoch != FetchResponse_EpochEndOffset():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_EpochEndOffset(obj.diverging_epoch)
+    else:
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 5, "12-18")
-    if obj.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 5, "12-18")
-    if obj.snapshot_id != FetchResponse_SnapshotId():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_SnapshotId(obj.snapshot_id)
+    else:
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 5, "12-18")
     if obj.preferred_read_replica != -1:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 5, "11-18")
@@ -4963,7 +5119,10 @@ def _enc_FetchResponse_PartitionData_v5(obj, out):
     else:
         out += _S_i.pack(n_records)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
 
 
 def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
@@ -5025,7 +5184,7 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = f_log_start_offset
     if cython.compiled:
-        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+        obj.diverging_epoch = _new_FetchResponse_EpochEndOffset()
     else:
         d = _new(FetchResponse_EpochEndOffset)
         d.epoch = -1
@@ -5033,7 +5192,7 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
         d.unknown_tagged_fields = []
         obj.diverging_epoch = d
     if cython.compiled:
-        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+        obj.current_leader = _new_FetchResponse_LeaderIdAndEpoch()
     else:
         d = _new(FetchResponse_LeaderIdAndEpoch)
         d.leader_id = -1
@@ -5041,7 +5200,7 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
         d.unknown_tagged_fields = []
         obj.current_leader = d
     if cython.compiled:
-        obj.snapshot_id = FetchResponse_SnapshotId()
+        obj.snapshot_id = _new_FetchResponse_SnapshotId()
     else:
         d = _new(FetchResponse_SnapshotId)
         d.end_offset = -1
@@ -5060,11 +5219,23 @@ def _enc_FetchResponse_PartitionData_v11(obj, out):
     """Append the v11 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    if obj.diverging_epoch != FetchResponse_EpochEndOffset():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_EpochEndOffset(obj.diverging_epoch)
+    else:
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 11, "12-18")
-    if obj.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 11, "12-18")
-    if obj.snapshot_id != FetchResponse_SnapshotId():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_SnapshotId(obj.snapshot_id)
+    else:
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+    if differs:
         raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 11, "12-18")
     f_aborted_transactions = obj.aborted_transactions
     if f_aborted_transactions is None:
@@ -5097,7 +5268,10 @@ def _enc_FetchResponse_PartitionData_v11(obj, out):
     else:
         out += _S_ii.pack(obj.preferred_read_replica, n_records)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
 
 
 def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
@@ -5178,7 +5352,7 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
     else:
         raise _w.bad_sized('records', pos, n_records, end, 1, True)
     if cython.compiled:
-        f_diverging_epoch = FetchResponse_EpochEndOffset()
+        f_diverging_epoch = _new_FetchResponse_EpochEndOffset()
     else:
         d = _new(FetchResponse_EpochEndOffset)
         d.epoch = -1
@@ -5186,7 +5360,7 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
         d.unknown_tagged_fields = []
         f_diverging_epoch = d
     if cython.compiled:
-        f_current_leader = FetchResponse_LeaderIdAndEpoch()
+        f_current_leader = _new_FetchResponse_LeaderIdAndEpoch()
     else:
         d = _new(FetchResponse_LeaderIdAndEpoch)
         d.leader_id = -1
@@ -5194,7 +5368,7 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
         d.unknown_tagged_fields = []
         f_current_leader = d
     if cython.compiled:
-        f_snapshot_id = FetchResponse_SnapshotId()
+        f_snapshot_id = _new_FetchResponse_SnapshotId()
     else:
         d = _new(FetchResponse_SnapshotId)
         d.end_offset = -1
@@ -5300,19 +5474,34 @@ def _enc_FetchResponse_PartitionData_v12(obj, out):
     else:
         _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
     known = []
-    if obj.diverging_epoch != FetchResponse_EpochEndOffset():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_EpochEndOffset(obj.diverging_epoch)
+    else:
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+    if differs:
         t = bytearray()
         f_diverging_epoch = obj.diverging_epoch
         _enc_FetchResponse_EpochEndOffset_v12(f_diverging_epoch, t)
         known.append((0, t))
-    if obj.current_leader != FetchResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+    if differs:
         t = bytearray()
         f_current_leader = obj.current_leader
         _enc_FetchResponse_LeaderIdAndEpoch_v12(f_current_leader, t)
         known.append((1, t))
-    if obj.snapshot_id != FetchResponse_SnapshotId():
+    if cython.compiled:
+        differs = not _is_default_FetchResponse_SnapshotId(obj.snapshot_id)
+    else:
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+    if differs:
         t = bytearray()
         f_snapshot_id = obj.snapshot_id
         _enc_FetchResponse_SnapshotId_v12(f_snapshot_id, t)
@@ -5646,7 +5835,10 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -5667,11 +5859,82 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.NodeEndpoint")
     else:
         out.append(0)
+
+
+def _is_default_FetchRequest_ReplicaState(value):
+    """Whether ``value == FetchRequest_ReplicaState()``, without building one (compiled encoders only)."""
+    if type(value) is not FetchRequest_ReplicaState:
+        return False
+    s = value
+    return s.replica_id == -1 and s.replica_epoch == -1 and s.unknown_tagged_fields == []
+
+
+def _is_default_FetchResponse_EpochEndOffset(value):
+    """Whether ``value == FetchResponse_EpochEndOffset()``, without building one (compiled encoders only)."""
+    if type(value) is not FetchResponse_EpochEndOffset:
+        return False
+    s = value
+    return s.epoch == -1 and s.end_offset == -1 and s.unknown_tagged_fields == []
+
+
+def _is_default_FetchResponse_LeaderIdAndEpoch(value):
+    """Whether ``value == FetchResponse_LeaderIdAndEpoch()``, without building one (compiled encoders only)."""
+    if type(value) is not FetchResponse_LeaderIdAndEpoch:
+        return False
+    s = value
+    return s.leader_id == -1 and s.leader_epoch == -1 and s.unknown_tagged_fields == []
+
+
+def _is_default_FetchResponse_SnapshotId(value):
+    """Whether ``value == FetchResponse_SnapshotId()``, without building one (compiled encoders only)."""
+    if type(value) is not FetchResponse_SnapshotId:
+        return False
+    s = value
+    return s.end_offset == -1 and s.epoch == -1 and s.unknown_tagged_fields == []
+
+
+def _new_FetchRequest_ReplicaState():
+    """``FetchRequest_ReplicaState()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = FetchRequest_ReplicaState.__new__(FetchRequest_ReplicaState)
+    s.replica_id = -1
+    s.replica_epoch = -1
+    s.unknown_tagged_fields = []
+    return s
+
+
+def _new_FetchResponse_EpochEndOffset():
+    """``FetchResponse_EpochEndOffset()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = FetchResponse_EpochEndOffset.__new__(FetchResponse_EpochEndOffset)
+    s.epoch = -1
+    s.end_offset = -1
+    s.unknown_tagged_fields = []
+    return s
+
+
+def _new_FetchResponse_LeaderIdAndEpoch():
+    """``FetchResponse_LeaderIdAndEpoch()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = FetchResponse_LeaderIdAndEpoch.__new__(FetchResponse_LeaderIdAndEpoch)
+    s.leader_id = -1
+    s.leader_epoch = -1
+    s.unknown_tagged_fields = []
+    return s
+
+
+def _new_FetchResponse_SnapshotId():
+    """``FetchResponse_SnapshotId()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = FetchResponse_SnapshotId.__new__(FetchResponse_SnapshotId)
+    s.end_offset = -1
+    s.epoch = -1
+    s.unknown_tagged_fields = []
+    return s
 
 
 class FetchRequest_ReplicaState(Struct):

@@ -11,7 +11,7 @@ cimport cython as _cy  # not plain ``cython``: the module defines a fallback of 
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
-    _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
+    _grow, _put_b, _put_bytes, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
     _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
@@ -87,3 +87,7 @@ cdef _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(FetchSnapshotResponse_Leader
 @_cy.locals(obj=FetchSnapshotResponse_NodeEndpoint, pos=Py_ssize_t)
 cdef _dec_FetchSnapshotResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_FetchSnapshotResponse_NodeEndpoint_v1(FetchSnapshotResponse_NodeEndpoint obj, bytearray out)
+@_cy.locals(s=FetchSnapshotResponse_LeaderIdAndEpoch)
+cdef bint _is_default_FetchSnapshotResponse_LeaderIdAndEpoch(object value) except -1
+@_cy.locals(s=FetchSnapshotResponse_LeaderIdAndEpoch)
+cdef FetchSnapshotResponse_LeaderIdAndEpoch _new_FetchSnapshotResponse_LeaderIdAndEpoch()

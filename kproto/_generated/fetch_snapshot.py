@@ -200,7 +200,10 @@ def _enc_FetchSnapshotRequest_v0(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotRequest")
@@ -341,7 +344,10 @@ def _enc_FetchSnapshotRequest_v1(obj, out):
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
-            t += f_cluster_id
+            if cython.compiled:
+                _put_bytes(t, f_cluster_id)
+            else:
+                t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotRequest")
@@ -442,7 +448,10 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchSnapshotRequest.TopicSnapshot.partitions")
@@ -555,7 +564,10 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v1(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchSnapshotRequest.TopicSnapshot.partitions")
@@ -1080,7 +1092,10 @@ def _enc_FetchSnapshotResponse_TopicSnapshot_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchSnapshotResponse.TopicSnapshot.partitions")
@@ -1150,7 +1165,7 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
     else:
         raise _w.bad_sized('unaligned_records', pos, n_unaligned_records, end, 1, False)
     if cython.compiled:
-        f_current_leader = FetchSnapshotResponse_LeaderIdAndEpoch()
+        f_current_leader = _new_FetchSnapshotResponse_LeaderIdAndEpoch()
     else:
         d = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
         d.leader_id = 0
@@ -1220,9 +1235,16 @@ def _enc_FetchSnapshotResponse_PartitionSnapshot_v0(obj, out):
     else:
         _w.put_uvarint(out, n_unaligned_records + 1)
     if n_unaligned_records > 0:
-        out += f_unaligned_records
+        if cython.compiled:
+            _put_bytes(out, f_unaligned_records)
+        else:
+            out += f_unaligned_records
     known = []
-    if obj.current_leader != FetchSnapshotResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_FetchSnapshotResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != FetchSnapshotResponse_LeaderIdAndEpoch()
+    if differs:
         t = bytearray()
         f_current_leader = obj.current_leader
         _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(f_current_leader, t)
@@ -1405,7 +1427,10 @@ def _enc_FetchSnapshotResponse_NodeEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)
@@ -1415,6 +1440,23 @@ def _enc_FetchSnapshotResponse_NodeEndpoint_v1(obj, out):
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.NodeEndpoint")
     else:
         out.append(0)
+
+
+def _is_default_FetchSnapshotResponse_LeaderIdAndEpoch(value):
+    """Whether ``value == FetchSnapshotResponse_LeaderIdAndEpoch()``, without building one (compiled encoders only)."""
+    if type(value) is not FetchSnapshotResponse_LeaderIdAndEpoch:
+        return False
+    s = value
+    return s.leader_id == 0 and s.leader_epoch == 0 and s.unknown_tagged_fields == []
+
+
+def _new_FetchSnapshotResponse_LeaderIdAndEpoch():
+    """``FetchSnapshotResponse_LeaderIdAndEpoch()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = FetchSnapshotResponse_LeaderIdAndEpoch.__new__(FetchSnapshotResponse_LeaderIdAndEpoch)
+    s.leader_id = 0
+    s.leader_epoch = 0
+    s.unknown_tagged_fields = []
+    return s
 
 
 class FetchSnapshotRequest_SnapshotId(Struct):

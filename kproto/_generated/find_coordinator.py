@@ -123,7 +123,10 @@ def _enc_FindCoordinatorRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_key)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
 
 
 def _dec_FindCoordinatorRequest_v1(buf, cur, end):
@@ -188,7 +191,10 @@ def _enc_FindCoordinatorRequest_v1(obj, out):
     else:
         out += _S_h.pack(n_key)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.key_type)
@@ -272,7 +278,10 @@ def _enc_FindCoordinatorRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.key_type)
@@ -468,7 +477,10 @@ def _enc_FindCoordinatorResponse_v0(obj, out):
     else:
         out += _S_hih.pack(obj.error_code, obj.node_id, n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -569,7 +581,10 @@ def _enc_FindCoordinatorResponse_v1(obj, out):
     else:
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("FindCoordinatorResponse.host")
@@ -585,7 +600,10 @@ def _enc_FindCoordinatorResponse_v1(obj, out):
     else:
         out += _S_ih.pack(obj.node_id, n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -724,7 +742,10 @@ def _enc_FindCoordinatorResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.node_id)
@@ -745,7 +766,10 @@ def _enc_FindCoordinatorResponse_v3(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -994,7 +1018,10 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.node_id)
@@ -1015,7 +1042,10 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.port)
@@ -1037,7 +1067,10 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorResponse.Coordinator")
     else:

@@ -156,7 +156,10 @@ def _enc_RequestHeader_v1(obj, out):
     else:
         out += _S_hhih.pack(obj.api_key, obj.api_version, obj.correlation_id, n_client_id)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
 
 
 def _dec_RequestHeader_v2(buf, cur, end):
@@ -226,7 +229,10 @@ def _enc_RequestHeader_v2(obj, out):
     else:
         out += _S_hhih.pack(obj.api_key, obj.api_version, obj.correlation_id, n_client_id)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RequestHeader")
     else:

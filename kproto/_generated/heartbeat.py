@@ -136,7 +136,10 @@ def _enc_HeartbeatRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("HeartbeatRequest.member_id")
@@ -152,7 +155,10 @@ def _enc_HeartbeatRequest_v0(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
 
 
 def _dec_HeartbeatRequest_v3(buf, cur, end):
@@ -252,7 +258,10 @@ def _enc_HeartbeatRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("HeartbeatRequest.member_id")
@@ -268,7 +277,10 @@ def _enc_HeartbeatRequest_v3(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -283,7 +295,10 @@ def _enc_HeartbeatRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
 
 
 def _dec_HeartbeatRequest_v4(buf, cur, end):
@@ -419,7 +434,10 @@ def _enc_HeartbeatRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.generation_id)
@@ -440,7 +458,10 @@ def _enc_HeartbeatRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -456,7 +477,10 @@ def _enc_HeartbeatRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "HeartbeatRequest")
     else:

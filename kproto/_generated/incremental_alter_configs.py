@@ -293,7 +293,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(obj, out):
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.configs")
@@ -414,7 +417,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     f_configs = obj.configs
     if f_configs is None:
         raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.configs")
@@ -510,7 +516,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
@@ -526,7 +535,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(obj, out):
     else:
         out += _S_bh.pack(obj.config_operation, n_value)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
 
 
 def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
@@ -633,7 +645,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.config_operation)
@@ -654,7 +669,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(obj, out):
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig")
     else:
@@ -874,7 +892,10 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, ou
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.resource_name")
@@ -890,7 +911,10 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, ou
     else:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
 
 
 def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cur, end):
@@ -1010,7 +1034,10 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(obj, ou
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.resource_type)
@@ -1031,7 +1058,10 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(obj, ou
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse")
     else:

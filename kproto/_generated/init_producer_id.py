@@ -136,7 +136,10 @@ def _enc_InitProducerIdRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_transactional_id)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.transaction_timeout_ms)
@@ -231,7 +234,10 @@ def _enc_InitProducerIdRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.transaction_timeout_ms)
@@ -328,7 +334,10 @@ def _enc_InitProducerIdRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 14)
         _put_i(p, 0, obj.transaction_timeout_ms)
@@ -431,7 +440,10 @@ def _enc_InitProducerIdRequest_v6(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 16)
         _put_i(p, 0, obj.transaction_timeout_ms)

@@ -147,7 +147,10 @@ def _enc_InitializeShareGroupStateRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("InitializeShareGroupStateRequest.topics")
@@ -512,7 +515,10 @@ def _enc_InitializeShareGroupStateResponse_PartitionResult_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult")
     else:

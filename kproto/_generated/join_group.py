@@ -196,7 +196,10 @@ def _enc_JoinGroupRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
@@ -212,7 +215,10 @@ def _enc_JoinGroupRequest_v0(obj, out):
     else:
         out += _S_ih.pack(obj.session_timeout_ms, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -227,7 +233,10 @@ def _enc_JoinGroupRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocols = obj.protocols
     if f_protocols is None:
         raise _w.not_nullable("JoinGroupRequest.protocols")
@@ -363,7 +372,10 @@ def _enc_JoinGroupRequest_v1(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
@@ -380,7 +392,10 @@ def _enc_JoinGroupRequest_v1(obj, out):
     else:
         out += _S_iih.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -395,7 +410,10 @@ def _enc_JoinGroupRequest_v1(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocols = obj.protocols
     if f_protocols is None:
         raise _w.not_nullable("JoinGroupRequest.protocols")
@@ -551,7 +569,10 @@ def _enc_JoinGroupRequest_v5(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
@@ -568,7 +589,10 @@ def _enc_JoinGroupRequest_v5(obj, out):
     else:
         out += _S_iih.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -583,7 +607,10 @@ def _enc_JoinGroupRequest_v5(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -598,7 +625,10 @@ def _enc_JoinGroupRequest_v5(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocols = obj.protocols
     if f_protocols is None:
         raise _w.not_nullable("JoinGroupRequest.protocols")
@@ -806,7 +836,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 8)
         _put_i(p, 0, obj.session_timeout_ms)
@@ -828,7 +861,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -844,7 +880,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -860,7 +899,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocols = obj.protocols
     if f_protocols is None:
         raise _w.not_nullable("JoinGroupRequest.protocols")
@@ -1103,7 +1145,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 8)
         _put_i(p, 0, obj.session_timeout_ms)
@@ -1125,7 +1170,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -1141,7 +1189,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -1157,7 +1208,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocols = obj.protocols
     if f_protocols is None:
         raise _w.not_nullable("JoinGroupRequest.protocols")
@@ -1186,7 +1240,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_reason + 1)
     if n_reason > 0:
-        out += f_reason
+        if cython.compiled:
+            _put_bytes(out, f_reason)
+        else:
+            out += f_reason
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest")
     else:
@@ -1257,7 +1314,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupRequest.JoinGroupRequestProtocol.metadata")
@@ -1269,7 +1329,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
     else:
         out += _S_i.pack(n_metadata)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
 
 
 def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
@@ -1358,7 +1421,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupRequest.JoinGroupRequestProtocol.metadata")
@@ -1371,7 +1437,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest.JoinGroupRequestProtocol")
     else:
@@ -1502,7 +1571,10 @@ def _enc_JoinGroupResponse_v0(obj, out):
     else:
         out += _S_hih.pack(obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -1517,7 +1589,10 @@ def _enc_JoinGroupResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_leader)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -1532,7 +1607,10 @@ def _enc_JoinGroupResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -1673,7 +1751,10 @@ def _enc_JoinGroupResponse_v2(obj, out):
     else:
         out += _S_ihih.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -1688,7 +1769,10 @@ def _enc_JoinGroupResponse_v2(obj, out):
     else:
         out += _S_h.pack(n_leader)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -1703,7 +1787,10 @@ def _enc_JoinGroupResponse_v2(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -1844,7 +1931,10 @@ def _enc_JoinGroupResponse_v5(obj, out):
     else:
         out += _S_ihih.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -1859,7 +1949,10 @@ def _enc_JoinGroupResponse_v5(obj, out):
     else:
         out += _S_h.pack(n_leader)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -1874,7 +1967,10 @@ def _enc_JoinGroupResponse_v5(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -2063,7 +2159,10 @@ def _enc_JoinGroupResponse_v6(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -2079,7 +2178,10 @@ def _enc_JoinGroupResponse_v6(obj, out):
     else:
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -2095,7 +2197,10 @@ def _enc_JoinGroupResponse_v6(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -2321,7 +2426,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
@@ -2337,7 +2445,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -2353,7 +2464,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     else:
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -2369,7 +2483,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -2603,7 +2720,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
@@ -2619,7 +2739,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -2635,7 +2758,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
-        out += f_leader
+        if cython.compiled:
+            _put_bytes(out, f_leader)
+        else:
+            out += f_leader
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, 1 if obj.skip_assignment else 0)
@@ -2656,7 +2782,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("JoinGroupResponse.members")
@@ -2741,7 +2870,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.metadata")
@@ -2753,7 +2885,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
     else:
         out += _S_i.pack(n_metadata)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
 
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
@@ -2843,7 +2978,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -2858,7 +2996,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.metadata")
@@ -2870,7 +3011,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
     else:
         out += _S_i.pack(n_metadata)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
 
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
@@ -2990,7 +3134,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -3006,7 +3153,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.metadata")
@@ -3019,7 +3169,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse.JoinGroupResponseMember")
     else:

@@ -1138,7 +1138,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_isr = obj.isr
     if f_isr is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.isr")
@@ -1289,7 +1292,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_isr = obj.isr
     if f_isr is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.isr")
@@ -2212,7 +2218,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partition_states = obj.partition_states
     if f_partition_states is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
@@ -2299,7 +2308,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partition_states = obj.partition_states
     if f_partition_states is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
@@ -2408,7 +2420,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partition_states = obj.partition_states
     if f_partition_states is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
@@ -2526,7 +2541,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     out += obj.topic_id.bytes
     f_partition_states = obj.partition_states
     if f_partition_states is None:
@@ -2645,7 +2663,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     out += obj.topic_id.bytes
     f_partition_states = obj.partition_states
     if f_partition_states is None:
@@ -2728,7 +2749,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
     else:
         out += _S_ih.pack(obj.broker_id, n_host_name)
     if n_host_name > 0:
-        out += f_host_name
+        if cython.compiled:
+            _put_bytes(out, f_host_name)
+        else:
+            out += f_host_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -2822,7 +2846,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
     else:
         _w.put_uvarint(out, n_host_name + 1)
     if n_host_name > 0:
-        out += f_host_name
+        if cython.compiled:
+            _put_bytes(out, f_host_name)
+        else:
+            out += f_host_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -3119,7 +3146,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.partition_index)
@@ -3203,7 +3233,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.partition_index)

@@ -136,7 +136,10 @@ def _enc_LeaveGroupRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("LeaveGroupRequest.member_id")
@@ -151,7 +154,10 @@ def _enc_LeaveGroupRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
 
 
 def _dec_LeaveGroupRequest_v3(buf, cur, end):
@@ -228,7 +234,10 @@ def _enc_LeaveGroupRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("LeaveGroupRequest.members")
@@ -339,7 +348,10 @@ def _enc_LeaveGroupRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("LeaveGroupRequest.members")
@@ -455,7 +467,10 @@ def _enc_LeaveGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("LeaveGroupRequest.members")
@@ -550,7 +565,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -565,7 +583,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
 
 
 def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
@@ -665,7 +686,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v4(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -681,7 +705,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest.MemberIdentity")
     else:
@@ -815,7 +842,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -831,7 +861,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_reason = obj.reason
     if f_reason is None:
         n_reason = -1
@@ -847,7 +880,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
     else:
         _w.put_uvarint(out, n_reason + 1)
     if n_reason > 0:
-        out += f_reason
+        if cython.compiled:
+            _put_bytes(out, f_reason)
+        else:
+            out += f_reason
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest.MemberIdentity")
     else:
@@ -1148,7 +1184,10 @@ def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -1163,7 +1202,10 @@ def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -1275,7 +1317,10 @@ def _enc_LeaveGroupResponse_MemberResponse_v4(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -1291,7 +1336,10 @@ def _enc_LeaveGroupResponse_MemberResponse_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)

@@ -388,7 +388,10 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v0(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse.ConfigResource")
     else:
@@ -468,7 +471,10 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v1(obj, out):
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
-        out += f_resource_name
+        if cython.compiled:
+            _put_bytes(out, f_resource_name)
+        else:
+            out += f_resource_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, obj.resource_type)

@@ -823,7 +823,10 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
@@ -838,7 +841,10 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
     else:
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
 
 
 def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
@@ -937,7 +943,10 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
@@ -953,7 +962,10 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
     else:
@@ -1084,7 +1096,10 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
@@ -1100,7 +1115,10 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_state")
@@ -1116,7 +1134,10 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
     else:
@@ -1275,7 +1296,10 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
@@ -1291,7 +1315,10 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_state")
@@ -1307,7 +1334,10 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_group_type = obj.group_type
     if f_group_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_type")
@@ -1323,7 +1353,10 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_type + 1)
     if n_group_type > 0:
-        out += f_group_type
+        if cython.compiled:
+            _put_bytes(out, f_group_type)
+        else:
+            out += f_group_type
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
     else:

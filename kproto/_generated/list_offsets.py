@@ -558,7 +558,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
@@ -644,7 +647,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
@@ -730,7 +736,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v4(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
@@ -838,7 +847,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
@@ -1383,7 +1395,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")
@@ -1469,7 +1484,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")
@@ -1555,7 +1573,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")
@@ -1663,7 +1684,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")

@@ -231,7 +231,10 @@ def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.partition_indexes")
@@ -366,7 +369,10 @@ def _enc_ListPartitionReassignmentsResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("ListPartitionReassignmentsResponse.topics")
@@ -479,7 +485,10 @@ def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(obj, out
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.partitions")

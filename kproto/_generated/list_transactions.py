@@ -551,7 +551,10 @@ def _enc_ListTransactionsRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id_pattern + 1)
     if n_transactional_id_pattern > 0:
-        out += f_transactional_id_pattern
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id_pattern)
+        else:
+            out += f_transactional_id_pattern
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsRequest")
     else:
@@ -815,7 +818,10 @@ def _enc_ListTransactionsResponse_TransactionState_v0(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 8)
         _put_q(p, 0, obj.producer_id)
@@ -836,7 +842,10 @@ def _enc_ListTransactionsResponse_TransactionState_v0(obj, out):
     else:
         _w.put_uvarint(out, n_transaction_state + 1)
     if n_transaction_state > 0:
-        out += f_transaction_state
+        if cython.compiled:
+            _put_bytes(out, f_transaction_state)
+        else:
+            out += f_transaction_state
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse.TransactionState")
     else:

@@ -722,7 +722,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
 
 
 def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
@@ -791,7 +794,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v9(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest.MetadataRequestTopic")
     else:
@@ -871,7 +877,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v10(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest.MetadataRequestTopic")
     else:
@@ -1170,7 +1179,10 @@ def _enc_MetadataResponse_v2(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("MetadataResponse.topics")
@@ -1300,7 +1312,10 @@ def _enc_MetadataResponse_v3(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("MetadataResponse.topics")
@@ -1430,7 +1445,10 @@ def _enc_MetadataResponse_v5(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("MetadataResponse.topics")
@@ -1560,7 +1578,10 @@ def _enc_MetadataResponse_v7(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("MetadataResponse.topics")
@@ -1695,7 +1716,10 @@ def _enc_MetadataResponse_v8(obj, out):
     else:
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("MetadataResponse.topics")
@@ -1882,7 +1906,10 @@ def _enc_MetadataResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.controller_id)
@@ -2078,7 +2105,10 @@ def _enc_MetadataResponse_v10(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.controller_id)
@@ -2269,7 +2299,10 @@ def _enc_MetadataResponse_v11(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.controller_id)
@@ -2455,7 +2488,10 @@ def _enc_MetadataResponse_v12(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.controller_id)
@@ -2648,7 +2684,10 @@ def _enc_MetadataResponse_v13(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.controller_id)
@@ -2741,7 +2780,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
     else:
         out += _S_ih.pack(obj.node_id, n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -2828,7 +2870,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
     else:
         out += _S_ih.pack(obj.node_id, n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     f_rack = obj.rack
     if f_rack is None:
         n_rack = -1
@@ -2844,7 +2889,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
     else:
         out += _S_ih.pack(obj.port, n_rack)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
 
 
 def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
@@ -2964,7 +3012,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -2985,7 +3036,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseBroker")
     else:
@@ -3071,7 +3125,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
@@ -3169,7 +3226,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v1(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
@@ -3268,7 +3328,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v5(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
@@ -3367,7 +3430,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v7(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
@@ -3471,7 +3537,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v8(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
@@ -3618,7 +3687,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 1)
         _put_b(p, 0, 1 if obj.is_internal else 0)
@@ -3778,7 +3850,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     out += obj.topic_id.bytes
     if cython.compiled:
         p = _grow(out, 1)
@@ -3941,7 +4016,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     out += obj.topic_id.bytes
     if cython.compiled:
         p = _grow(out, 1)

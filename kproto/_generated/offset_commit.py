@@ -151,7 +151,10 @@ def _enc_OffsetCommitRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -264,7 +267,10 @@ def _enc_OffsetCommitRequest_v1(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -280,7 +286,10 @@ def _enc_OffsetCommitRequest_v1(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -394,7 +403,10 @@ def _enc_OffsetCommitRequest_v2(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -410,7 +422,10 @@ def _enc_OffsetCommitRequest_v2(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -524,7 +539,10 @@ def _enc_OffsetCommitRequest_v5(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -540,7 +558,10 @@ def _enc_OffsetCommitRequest_v5(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -653,7 +674,10 @@ def _enc_OffsetCommitRequest_v6(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -669,7 +693,10 @@ def _enc_OffsetCommitRequest_v6(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -802,7 +829,10 @@ def _enc_OffsetCommitRequest_v7(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -818,7 +848,10 @@ def _enc_OffsetCommitRequest_v7(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -833,7 +866,10 @@ def _enc_OffsetCommitRequest_v7(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -1010,7 +1046,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.generation_id_or_member_epoch)
@@ -1031,7 +1070,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -1047,7 +1089,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -1229,7 +1274,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.generation_id_or_member_epoch)
@@ -1250,7 +1298,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -1266,7 +1317,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
@@ -1358,7 +1412,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
@@ -1445,7 +1502,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
@@ -1532,7 +1592,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
@@ -1641,7 +1704,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
@@ -1799,7 +1865,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
     else:
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
     if n_committed_metadata > 0:
-        out += f_committed_metadata
+        if cython.compiled:
+            _put_bytes(out, f_committed_metadata)
+        else:
+            out += f_committed_metadata
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end):
@@ -1865,7 +1934,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
     else:
         out += _S_iqqh.pack(obj.partition_index, obj.committed_offset, obj.commit_timestamp, n_committed_metadata)
     if n_committed_metadata > 0:
-        out += f_committed_metadata
+        if cython.compiled:
+            _put_bytes(out, f_committed_metadata)
+        else:
+            out += f_committed_metadata
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end):
@@ -1933,7 +2005,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v6(obj, out):
     else:
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
     if n_committed_metadata > 0:
-        out += f_committed_metadata
+        if cython.compiled:
+            _put_bytes(out, f_committed_metadata)
+        else:
+            out += f_committed_metadata
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
@@ -2025,7 +2100,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(obj, out):
     else:
         _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
-        out += f_committed_metadata
+        if cython.compiled:
+            _put_bytes(out, f_committed_metadata)
+        else:
+            out += f_committed_metadata
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition")
     else:
@@ -2370,7 +2448,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.partitions")
@@ -2479,7 +2560,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.partitions")

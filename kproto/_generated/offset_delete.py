@@ -131,7 +131,10 @@ def _enc_OffsetDeleteRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetDeleteRequest.topics")
@@ -216,7 +219,10 @@ def _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetDeleteRequest.OffsetDeleteRequestTopic.partitions")
@@ -386,7 +392,10 @@ def _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetDeleteResponse.OffsetDeleteResponseTopic.partitions")

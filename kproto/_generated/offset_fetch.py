@@ -149,7 +149,10 @@ def _enc_OffsetFetchRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetFetchRequest.topics")
@@ -244,7 +247,10 @@ def _enc_OffsetFetchRequest_v2(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         n_topics = -1
@@ -362,7 +368,10 @@ def _enc_OffsetFetchRequest_v6(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         n_topics = -1
@@ -493,7 +502,10 @@ def _enc_OffsetFetchRequest_v7(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         n_topics = -1
@@ -857,7 +869,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestTopic.partition_indexes")
@@ -966,7 +981,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestTopic.partition_indexes")
@@ -1088,7 +1106,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         n_topics = -1
@@ -1244,7 +1265,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -1260,7 +1284,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -1421,7 +1448,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -1437,7 +1467,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -1554,7 +1587,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.partition_indexes")
@@ -2252,7 +2288,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.partitions")
@@ -2338,7 +2377,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.partitions")
@@ -2446,7 +2488,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.partitions")
@@ -2534,7 +2579,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
     else:
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_metadata)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -2612,7 +2660,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v5(obj, out):
     else:
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_metadata)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -2714,7 +2765,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -2827,7 +2881,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.topics")
@@ -2953,7 +3010,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.topics")
@@ -3072,7 +3132,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.partitions")
@@ -3261,7 +3324,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(obj, out):
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
-        out += f_metadata
+        if cython.compiled:
+            _put_bytes(out, f_metadata)
+        else:
+            out += f_metadata
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)

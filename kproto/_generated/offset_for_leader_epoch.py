@@ -374,7 +374,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
@@ -460,7 +463,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
@@ -568,7 +574,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
@@ -1013,7 +1022,10 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")
@@ -1099,7 +1111,10 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(obj, out):
     else:
         out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")
@@ -1207,7 +1222,10 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")

@@ -216,7 +216,10 @@ def _enc_ProduceRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_transactional_id)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     f_topic_data = obj.topic_data
     if f_topic_data is None:
         raise _w.not_nullable("ProduceRequest.topic_data")
@@ -338,7 +341,10 @@ def _enc_ProduceRequest_v9(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 6)
         _put_h(p, 0, obj.acks)
@@ -469,7 +475,10 @@ def _enc_ProduceRequest_v13(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     if cython.compiled:
         p = _grow(out, 6)
         _put_h(p, 0, obj.acks)
@@ -567,7 +576,10 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_data = obj.partition_data
     if f_partition_data is None:
         raise _w.not_nullable("ProduceRequest.TopicProduceData.partition_data")
@@ -676,7 +688,10 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_data = obj.partition_data
     if f_partition_data is None:
         raise _w.not_nullable("ProduceRequest.TopicProduceData.partition_data")
@@ -821,7 +836,10 @@ def _enc_ProduceRequest_PartitionProduceData_v0(obj, out):
     else:
         out += _S_ii.pack(obj.index, n_records)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
 
 
 def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
@@ -898,7 +916,10 @@ def _enc_ProduceRequest_PartitionProduceData_v9(obj, out):
     else:
         _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData.PartitionProduceData")
     else:
@@ -1643,7 +1664,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -1730,7 +1754,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v2(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -1817,7 +1844,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v5(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -1904,7 +1934,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v8(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -2013,7 +2046,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -2127,7 +2163,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
@@ -2246,7 +2285,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
     obj.record_errors = []
     obj.error_message = None
     if cython.compiled:
-        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+        obj.current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
     else:
         d = _new(ProduceResponse_LeaderIdAndEpoch)
         d.leader_id = -1
@@ -2262,7 +2301,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_v0(obj, out):
     """Append the v0 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 0, "10-13")
     if cython.compiled:
         p = _grow(out, 14)
@@ -2298,7 +2341,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end):
     obj.record_errors = []
     obj.error_message = None
     if cython.compiled:
-        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+        obj.current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
     else:
         d = _new(ProduceResponse_LeaderIdAndEpoch)
         d.leader_id = -1
@@ -2314,7 +2357,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_v2(obj, out):
     """Append the v2 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 2, "10-13")
     if cython.compiled:
         p = _grow(out, 22)
@@ -2352,7 +2399,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end):
     obj.record_errors = []
     obj.error_message = None
     if cython.compiled:
-        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+        obj.current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
     else:
         d = _new(ProduceResponse_LeaderIdAndEpoch)
         d.leader_id = -1
@@ -2368,7 +2415,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_v5(obj, out):
     """Append the v5 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 5, "10-13")
     if cython.compiled:
         p = _grow(out, 30)
@@ -2442,7 +2493,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     obj.record_errors = f_record_errors
     obj.error_message = f_error_message
     if cython.compiled:
-        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+        obj.current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
     else:
         d = _new(ProduceResponse_LeaderIdAndEpoch)
         d.leader_id = -1
@@ -2458,7 +2509,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
     """Append the v8 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 8, "10-13")
     f_record_errors = obj.record_errors
     if f_record_errors is None:
@@ -2491,7 +2546,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
     else:
         out += _S_h.pack(n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
 
 
 def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
@@ -2582,7 +2640,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     obj.record_errors = f_record_errors
     obj.error_message = f_error_message
     if cython.compiled:
-        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+        obj.current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
     else:
         d = _new(ProduceResponse_LeaderIdAndEpoch)
         d.leader_id = -1
@@ -2598,7 +2656,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
     """Append the v9 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 9, "10-13")
     if cython.compiled:
         p = _grow(out, 30)
@@ -2637,7 +2699,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse")
     else:
@@ -2716,7 +2781,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if cython.compiled:
-        f_current_leader = ProduceResponse_LeaderIdAndEpoch()
+        f_current_leader = _new_ProduceResponse_LeaderIdAndEpoch()
     else:
         d = _new(ProduceResponse_LeaderIdAndEpoch)
         d.leader_id = -1
@@ -2797,9 +2862,16 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     known = []
-    if obj.current_leader != ProduceResponse_LeaderIdAndEpoch():
+    if cython.compiled:
+        differs = not _is_default_ProduceResponse_LeaderIdAndEpoch(obj.current_leader)
+    else:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+    if differs:
         t = bytearray()
         f_current_leader = obj.current_leader
         _enc_ProduceResponse_LeaderIdAndEpoch_v10(f_current_leader, t)
@@ -2866,7 +2938,10 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(obj, out):
     else:
         out += _S_ih.pack(obj.batch_index, n_batch_index_error_message)
     if n_batch_index_error_message > 0:
-        out += f_batch_index_error_message
+        if cython.compiled:
+            _put_bytes(out, f_batch_index_error_message)
+        else:
+            out += f_batch_index_error_message
 
 
 def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
@@ -2949,7 +3024,10 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(obj, out):
     else:
         _w.put_uvarint(out, n_batch_index_error_message + 1)
     if n_batch_index_error_message > 0:
-        out += f_batch_index_error_message
+        if cython.compiled:
+            _put_bytes(out, f_batch_index_error_message)
+        else:
+            out += f_batch_index_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage")
     else:
@@ -3116,7 +3194,10 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -3137,11 +3218,31 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.NodeEndpoint")
     else:
         out.append(0)
+
+
+def _is_default_ProduceResponse_LeaderIdAndEpoch(value):
+    """Whether ``value == ProduceResponse_LeaderIdAndEpoch()``, without building one (compiled encoders only)."""
+    if type(value) is not ProduceResponse_LeaderIdAndEpoch:
+        return False
+    s = value
+    return s.leader_id == -1 and s.leader_epoch == -1 and s.unknown_tagged_fields == []
+
+
+def _new_ProduceResponse_LeaderIdAndEpoch():
+    """``ProduceResponse_LeaderIdAndEpoch()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = ProduceResponse_LeaderIdAndEpoch.__new__(ProduceResponse_LeaderIdAndEpoch)
+    s.leader_id = -1
+    s.leader_epoch = -1
+    s.unknown_tagged_fields = []
+    return s
 
 
 class ProduceRequest_PartitionProduceData(Struct):

@@ -137,7 +137,10 @@ def _enc_PushTelemetryRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_metrics + 1)
     if n_metrics > 0:
-        out += f_metrics
+        if cython.compiled:
+            _put_bytes(out, f_metrics)
+        else:
+            out += f_metrics
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "PushTelemetryRequest")
     else:

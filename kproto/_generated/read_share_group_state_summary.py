@@ -151,7 +151,10 @@ def _enc_ReadShareGroupStateSummaryRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("ReadShareGroupStateSummaryRequest.topics")
@@ -670,7 +673,10 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 16)
         _put_i(p, 0, obj.state_epoch)
@@ -781,7 +787,10 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 20)
         _put_i(p, 0, obj.state_epoch)

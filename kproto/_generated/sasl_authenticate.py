@@ -98,7 +98,10 @@ def _enc_SaslAuthenticateRequest_v0(obj, out):
     else:
         out += _S_i.pack(n_auth_bytes)
     if n_auth_bytes > 0:
-        out += f_auth_bytes
+        if cython.compiled:
+            _put_bytes(out, f_auth_bytes)
+        else:
+            out += f_auth_bytes
 
 
 def _dec_SaslAuthenticateRequest_v2(buf, cur, end):
@@ -155,7 +158,10 @@ def _enc_SaslAuthenticateRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_auth_bytes + 1)
     if n_auth_bytes > 0:
-        out += f_auth_bytes
+        if cython.compiled:
+            _put_bytes(out, f_auth_bytes)
+        else:
+            out += f_auth_bytes
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateRequest")
     else:
@@ -232,7 +238,10 @@ def _enc_SaslAuthenticateResponse_v0(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_auth_bytes = obj.auth_bytes
     if f_auth_bytes is None:
         raise _w.not_nullable("SaslAuthenticateResponse.auth_bytes")
@@ -244,7 +253,10 @@ def _enc_SaslAuthenticateResponse_v0(obj, out):
     else:
         out += _S_i.pack(n_auth_bytes)
     if n_auth_bytes > 0:
-        out += f_auth_bytes
+        if cython.compiled:
+            _put_bytes(out, f_auth_bytes)
+        else:
+            out += f_auth_bytes
 
 
 def _dec_SaslAuthenticateResponse_v1(buf, cur, end):
@@ -324,7 +336,10 @@ def _enc_SaslAuthenticateResponse_v1(obj, out):
     else:
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_auth_bytes = obj.auth_bytes
     if f_auth_bytes is None:
         raise _w.not_nullable("SaslAuthenticateResponse.auth_bytes")
@@ -336,7 +351,10 @@ def _enc_SaslAuthenticateResponse_v1(obj, out):
     else:
         out += _S_i.pack(n_auth_bytes)
     if n_auth_bytes > 0:
-        out += f_auth_bytes
+        if cython.compiled:
+            _put_bytes(out, f_auth_bytes)
+        else:
+            out += f_auth_bytes
     if cython.compiled:
         p = _grow(out, 8)
         _put_q(p, 0, obj.session_lifetime_ms)
@@ -453,7 +471,10 @@ def _enc_SaslAuthenticateResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_auth_bytes = obj.auth_bytes
     if f_auth_bytes is None:
         raise _w.not_nullable("SaslAuthenticateResponse.auth_bytes")
@@ -466,7 +487,10 @@ def _enc_SaslAuthenticateResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_auth_bytes + 1)
     if n_auth_bytes > 0:
-        out += f_auth_bytes
+        if cython.compiled:
+            _put_bytes(out, f_auth_bytes)
+        else:
+            out += f_auth_bytes
     if cython.compiled:
         p = _grow(out, 8)
         _put_q(p, 0, obj.session_lifetime_ms)

@@ -104,7 +104,10 @@ def _enc_SaslHandshakeRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_mechanism)
     if n_mechanism > 0:
-        out += f_mechanism
+        if cython.compiled:
+            _put_bytes(out, f_mechanism)
+        else:
+            out += f_mechanism
 
 
 def _dec_SaslHandshakeResponse_v0(buf, cur, end):

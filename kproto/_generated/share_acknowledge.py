@@ -204,7 +204,10 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -220,7 +223,10 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.share_session_epoch)
@@ -384,7 +390,10 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -400,7 +409,10 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 5)
         _put_i(p, 0, obj.share_session_epoch)
@@ -808,7 +820,10 @@ def _enc_ShareAcknowledgeResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_responses = obj.responses
     if f_responses is None:
         raise _w.not_nullable("ShareAcknowledgeResponse.responses")
@@ -988,7 +1003,10 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.acquisition_lock_timeout_ms)
@@ -1190,7 +1208,10 @@ def _enc_ShareAcknowledgeResponse_PartitionData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_current_leader = obj.current_leader
     _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(f_current_leader, out)
     if obj.unknown_tagged_fields:
@@ -1359,7 +1380,10 @@ def _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -1380,7 +1404,10 @@ def _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.NodeEndpoint")
     else:

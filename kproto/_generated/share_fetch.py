@@ -251,7 +251,10 @@ def _enc_ShareFetchRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -267,7 +270,10 @@ def _enc_ShareFetchRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 24)
         _put_i(p, 0, obj.share_session_epoch)
@@ -489,7 +495,10 @@ def _enc_ShareFetchRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -505,7 +514,10 @@ def _enc_ShareFetchRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 26)
         _put_i(p, 0, obj.share_session_epoch)
@@ -1012,7 +1024,10 @@ def _enc_ShareFetchResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.acquisition_lock_timeout_ms)
@@ -1306,7 +1321,10 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.acknowledge_error_code)
@@ -1327,7 +1345,10 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_acknowledge_error_message + 1)
     if n_acknowledge_error_message > 0:
-        out += f_acknowledge_error_message
+        if cython.compiled:
+            _put_bytes(out, f_acknowledge_error_message)
+        else:
+            out += f_acknowledge_error_message
     f_current_leader = obj.current_leader
     _enc_ShareFetchResponse_LeaderIdAndEpoch_v1(f_current_leader, out)
     f_records = obj.records
@@ -1343,7 +1364,10 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
-        out += f_records
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
     f_acquired_records = obj.acquired_records
     if f_acquired_records is None:
         raise _w.not_nullable("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acquired_records")
@@ -1569,7 +1593,10 @@ def _enc_ShareFetchResponse_NodeEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -1590,7 +1617,10 @@ def _enc_ShareFetchResponse_NodeEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.NodeEndpoint")
     else:

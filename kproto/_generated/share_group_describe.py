@@ -470,7 +470,10 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.group_id")
@@ -486,7 +489,10 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.group_state")
@@ -502,7 +508,10 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     if cython.compiled:
         p = _grow(out, 8)
         _put_i(p, 0, obj.group_epoch)
@@ -524,7 +533,10 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
-        out += f_assignor_name
+        if cython.compiled:
+            _put_bytes(out, f_assignor_name)
+        else:
+            out += f_assignor_name
     f_members = obj.members
     if f_members is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.members")
@@ -766,7 +778,10 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
@@ -782,7 +797,10 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -803,7 +821,10 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.Member.client_host")
@@ -819,7 +840,10 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
     if f_subscribed_topic_names is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names")
@@ -1015,7 +1039,10 @@ def _enc_ShareGroupDescribeResponse_TopicPartitions_v1(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.partitions")

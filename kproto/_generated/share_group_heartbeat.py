@@ -241,7 +241,10 @@ def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("ShareGroupHeartbeatRequest.member_id")
@@ -257,7 +260,10 @@ def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -278,7 +284,10 @@ def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     f_subscribed_topic_names = obj.subscribed_topic_names
     if f_subscribed_topic_names is None:
         n_subscribed_topic_names = -1
@@ -446,7 +455,10 @@ def _enc_ShareGroupHeartbeatResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
@@ -462,7 +474,10 @@ def _enc_ShareGroupHeartbeatResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_assignment = obj.assignment
     n_assignment = -1 if f_assignment is None else 1
     if cython.compiled:

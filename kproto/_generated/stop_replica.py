@@ -587,7 +587,10 @@ def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.partition_index)
@@ -663,7 +666,10 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v1(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicV1.partition_indexes")
@@ -772,7 +778,10 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v2(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicV1.partition_indexes")
@@ -889,7 +898,10 @@ def _enc_StopReplicaRequest_StopReplicaTopicState_v3(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partition_states = obj.partition_states
     if f_partition_states is None:
         raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicState.partition_states")
@@ -1153,7 +1165,10 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.partition_index)
@@ -1237,7 +1252,10 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v2(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.partition_index)

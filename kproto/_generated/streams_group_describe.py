@@ -464,7 +464,10 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.group_id")
@@ -480,7 +483,10 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.group_state")
@@ -496,7 +502,10 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
-        out += f_group_state
+        if cython.compiled:
+            _put_bytes(out, f_group_state)
+        else:
+            out += f_group_state
     f_topology = obj.topology
     n_topology = -1 if f_topology is None else 1
     if cython.compiled:
@@ -834,7 +843,10 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
-        out += f_subtopology_id
+        if cython.compiled:
+            _put_bytes(out, f_subtopology_id)
+        else:
+            out += f_subtopology_id
     f_source_topics = obj.source_topics
     if f_source_topics is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.source_topics")
@@ -1016,7 +1028,10 @@ def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.partitions)
@@ -1136,7 +1151,10 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
     f_value = obj.value
     if f_value is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.value")
@@ -1152,7 +1170,10 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue")
     else:
@@ -1517,7 +1538,10 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.member_epoch)
@@ -1538,7 +1562,10 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
-        out += f_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_instance_id)
+        else:
+            out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
@@ -1554,7 +1581,10 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.client_id")
@@ -1570,7 +1600,10 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
-        out += f_client_id
+        if cython.compiled:
+            _put_bytes(out, f_client_id)
+        else:
+            out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.client_host")
@@ -1586,7 +1619,10 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
-        out += f_client_host
+        if cython.compiled:
+            _put_bytes(out, f_client_host)
+        else:
+            out += f_client_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.topology_epoch)
@@ -1607,7 +1643,10 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
     else:
         _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
-        out += f_process_id
+        if cython.compiled:
+            _put_bytes(out, f_process_id)
+        else:
+            out += f_process_id
     f_user_endpoint = obj.user_endpoint
     n_user_endpoint = -1 if f_user_endpoint is None else 1
     if cython.compiled:
@@ -1744,7 +1783,10 @@ def _enc_StreamsGroupDescribeResponse_Endpoint_v0(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)
@@ -1831,7 +1873,10 @@ def _enc_StreamsGroupDescribeResponse_TaskOffset_v0(obj, out):
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
-        out += f_subtopology_id
+        if cython.compiled:
+            _put_bytes(out, f_subtopology_id)
+        else:
+            out += f_subtopology_id
     if cython.compiled:
         p = _grow(out, 12)
         _put_i(p, 0, obj.partition)
@@ -2084,7 +2129,10 @@ def _enc_StreamsGroupDescribeResponse_TaskIds_v0(obj, out):
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
-        out += f_subtopology_id
+        if cython.compiled:
+            _put_bytes(out, f_subtopology_id)
+        else:
+            out += f_subtopology_id
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.partitions")

@@ -507,7 +507,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.member_id")
@@ -523,7 +526,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 8)
         _put_i(p, 0, obj.member_epoch)
@@ -545,7 +551,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
-        out += f_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_instance_id)
+        else:
+            out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
@@ -561,7 +570,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
-        out += f_rack_id
+        if cython.compiled:
+            _put_bytes(out, f_rack_id)
+        else:
+            out += f_rack_id
     f_topology = obj.topology
     n_topology = -1 if f_topology is None else 1
     if cython.compiled:
@@ -629,7 +641,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
-        out += f_process_id
+        if cython.compiled:
+            _put_bytes(out, f_process_id)
+        else:
+            out += f_process_id
     f_user_endpoint = obj.user_endpoint
     n_user_endpoint = -1 if f_user_endpoint is None else 1
     if cython.compiled:
@@ -1066,7 +1081,10 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
-        out += f_subtopology_id
+        if cython.compiled:
+            _put_bytes(out, f_subtopology_id)
+        else:
+            out += f_subtopology_id
     f_source_topics = obj.source_topics
     if f_source_topics is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topics")
@@ -1284,7 +1302,10 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.partitions)
@@ -1404,7 +1425,10 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
-        out += f_key
+        if cython.compiled:
+            _put_bytes(out, f_key)
+        else:
+            out += f_key
     f_value = obj.value
     if f_value is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value")
@@ -1420,7 +1444,10 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
-        out += f_value
+        if cython.compiled:
+            _put_bytes(out, f_value)
+        else:
+            out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue")
     else:
@@ -1670,7 +1697,10 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
-        out += f_subtopology_id
+        if cython.compiled:
+            _put_bytes(out, f_subtopology_id)
+        else:
+            out += f_subtopology_id
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.TaskIds.partitions")
@@ -1767,7 +1797,10 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)
@@ -1854,7 +1887,10 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
-        out += f_subtopology_id
+        if cython.compiled:
+            _put_bytes(out, f_subtopology_id)
+        else:
+            out += f_subtopology_id
     if cython.compiled:
         p = _grow(out, 12)
         _put_i(p, 0, obj.partition)
@@ -2156,7 +2192,10 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.member_id")
@@ -2172,7 +2211,10 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     if cython.compiled:
         p = _grow(out, 16)
         _put_i(p, 0, obj.member_epoch)
@@ -2340,7 +2382,10 @@ def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
     else:
         _w.put_uvarint(out, n_status_detail + 1)
     if n_status_detail > 0:
-        out += f_status_detail
+        if cython.compiled:
+            _put_bytes(out, f_status_detail)
+        else:
+            out += f_status_detail
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.Status")
     else:
@@ -2437,7 +2482,10 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
-        out += f_subtopology_id
+        if cython.compiled:
+            _put_bytes(out, f_subtopology_id)
+        else:
+            out += f_subtopology_id
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.TaskIds.partitions")
@@ -2652,7 +2700,10 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)
@@ -2754,7 +2805,10 @@ def _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
-        out += f_topic
+        if cython.compiled:
+            _put_bytes(out, f_topic)
+        else:
+            out += f_topic
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.partitions")

@@ -164,7 +164,10 @@ def _enc_SyncGroupRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.member_id")
@@ -180,7 +183,10 @@ def _enc_SyncGroupRequest_v0(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_assignments = obj.assignments
     if f_assignments is None:
         raise _w.not_nullable("SyncGroupRequest.assignments")
@@ -314,7 +320,10 @@ def _enc_SyncGroupRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.member_id")
@@ -330,7 +339,10 @@ def _enc_SyncGroupRequest_v3(obj, out):
     else:
         out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -345,7 +357,10 @@ def _enc_SyncGroupRequest_v3(obj, out):
     else:
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_assignments = obj.assignments
     if f_assignments is None:
         raise _w.not_nullable("SyncGroupRequest.assignments")
@@ -523,7 +538,10 @@ def _enc_SyncGroupRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.generation_id)
@@ -544,7 +562,10 @@ def _enc_SyncGroupRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -560,7 +581,10 @@ def _enc_SyncGroupRequest_v4(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_assignments = obj.assignments
     if f_assignments is None:
         raise _w.not_nullable("SyncGroupRequest.assignments")
@@ -803,7 +827,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.generation_id)
@@ -824,7 +851,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -840,7 +870,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         n_protocol_type = -1
@@ -856,7 +889,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
@@ -872,7 +908,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_assignments = obj.assignments
     if f_assignments is None:
         raise _w.not_nullable("SyncGroupRequest.assignments")
@@ -956,7 +995,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
     else:
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_assignment = obj.assignment
     if f_assignment is None:
         raise _w.not_nullable("SyncGroupRequest.SyncGroupRequestAssignment.assignment")
@@ -968,7 +1010,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
     else:
         out += _S_i.pack(n_assignment)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
 
 
 def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
@@ -1057,7 +1102,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_assignment = obj.assignment
     if f_assignment is None:
         raise _w.not_nullable("SyncGroupRequest.SyncGroupRequestAssignment.assignment")
@@ -1070,7 +1118,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
     else:
         _w.put_uvarint(out, n_assignment + 1)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupRequest.SyncGroupRequestAssignment")
     else:
@@ -1123,7 +1174,10 @@ def _enc_SyncGroupResponse_v0(obj, out):
     else:
         out += _S_hi.pack(obj.error_code, n_assignment)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
 
 
 def _dec_SyncGroupResponse_v1(buf, cur, end):
@@ -1174,7 +1228,10 @@ def _enc_SyncGroupResponse_v1(obj, out):
     else:
         out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_assignment)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
 
 
 def _dec_SyncGroupResponse_v4(buf, cur, end):
@@ -1249,7 +1306,10 @@ def _enc_SyncGroupResponse_v4(obj, out):
     else:
         _w.put_uvarint(out, n_assignment + 1)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupResponse")
     else:
@@ -1391,7 +1451,10 @@ def _enc_SyncGroupResponse_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
-        out += f_protocol_type
+        if cython.compiled:
+            _put_bytes(out, f_protocol_type)
+        else:
+            out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
@@ -1407,7 +1470,10 @@ def _enc_SyncGroupResponse_v5(obj, out):
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
-        out += f_protocol_name
+        if cython.compiled:
+            _put_bytes(out, f_protocol_name)
+        else:
+            out += f_protocol_name
     f_assignment = obj.assignment
     if f_assignment is None:
         raise _w.not_nullable("SyncGroupResponse.assignment")
@@ -1420,7 +1486,10 @@ def _enc_SyncGroupResponse_v5(obj, out):
     else:
         _w.put_uvarint(out, n_assignment + 1)
     if n_assignment > 0:
-        out += f_assignment
+        if cython.compiled:
+            _put_bytes(out, f_assignment)
+        else:
+            out += f_assignment
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupResponse")
     else:

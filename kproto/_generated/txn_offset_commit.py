@@ -175,7 +175,10 @@ def _enc_TxnOffsetCommitRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_transactional_id)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.group_id")
@@ -190,7 +193,10 @@ def _enc_TxnOffsetCommitRequest_v0(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.topics")
@@ -312,7 +318,10 @@ def _enc_TxnOffsetCommitRequest_v2(obj, out):
     else:
         out += _S_h.pack(n_transactional_id)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.group_id")
@@ -327,7 +336,10 @@ def _enc_TxnOffsetCommitRequest_v2(obj, out):
     else:
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.topics")
@@ -538,7 +550,10 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
-        out += f_transactional_id
+        if cython.compiled:
+            _put_bytes(out, f_transactional_id)
+        else:
+            out += f_transactional_id
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.group_id")
@@ -554,7 +569,10 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     if cython.compiled:
         p = _grow(out, 14)
         _put_q(p, 0, obj.producer_id)
@@ -577,7 +595,10 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
-        out += f_member_id
+        if cython.compiled:
+            _put_bytes(out, f_member_id)
+        else:
+            out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
@@ -593,7 +614,10 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
-        out += f_group_instance_id
+        if cython.compiled:
+            _put_bytes(out, f_group_instance_id)
+        else:
+            out += f_group_instance_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.topics")
@@ -684,7 +708,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions")
@@ -770,7 +797,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions")
@@ -878,7 +908,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions")
@@ -958,7 +991,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(obj, out):
     else:
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
     if n_committed_metadata > 0:
-        out += f_committed_metadata
+        if cython.compiled:
+            _put_bytes(out, f_committed_metadata)
+        else:
+            out += f_committed_metadata
 
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end):
@@ -1023,7 +1059,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(obj, out):
     else:
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
     if n_committed_metadata > 0:
-        out += f_committed_metadata
+        if cython.compiled:
+            _put_bytes(out, f_committed_metadata)
+        else:
+            out += f_committed_metadata
 
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end):
@@ -1112,7 +1151,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(obj, out):
     else:
         _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
-        out += f_committed_metadata
+        if cython.compiled:
+            _put_bytes(out, f_committed_metadata)
+        else:
+            out += f_committed_metadata
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition")
     else:
@@ -1324,7 +1366,10 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions")
@@ -1432,7 +1477,10 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions")

@@ -325,7 +325,10 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(obj, out):
     else:
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
-        out += f_feature
+        if cython.compiled:
+            _put_bytes(out, f_feature)
+        else:
+            out += f_feature
     if cython.compiled:
         p = _grow(out, 3)
         _put_h(p, 0, obj.max_version_level)
@@ -416,7 +419,10 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(obj, out):
     else:
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
-        out += f_feature
+        if cython.compiled:
+            _put_bytes(out, f_feature)
+        else:
+            out += f_feature
     if cython.compiled:
         p = _grow(out, 3)
         _put_h(p, 0, obj.max_version_level)
@@ -540,7 +546,10 @@ def _enc_UpdateFeaturesResponse_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     f_results = obj.results
     if f_results is None:
         raise _w.not_nullable("UpdateFeaturesResponse.results")
@@ -644,7 +653,10 @@ def _enc_UpdateFeaturesResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse")
     else:
@@ -755,7 +767,10 @@ def _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(obj, out):
     else:
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
-        out += f_feature
+        if cython.compiled:
+            _put_bytes(out, f_feature)
+        else:
+            out += f_feature
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.error_code)
@@ -776,7 +791,10 @@ def _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse.UpdatableFeatureResult")
     else:

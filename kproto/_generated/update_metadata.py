@@ -1206,7 +1206,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_isr = obj.isr
     if f_isr is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.isr")
@@ -1358,7 +1361,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_isr = obj.isr
     if f_isr is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.isr")
@@ -1808,7 +1814,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v5(obj, out):
     else:
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partition_states = obj.partition_states
     if f_partition_states is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.partition_states")
@@ -1917,7 +1926,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partition_states = obj.partition_states
     if f_partition_states is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.partition_states")
@@ -2035,7 +2047,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     out += obj.topic_id.bytes
     f_partition_states = obj.partition_states
     if f_partition_states is None:
@@ -2120,7 +2135,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(obj, out):
     else:
         out += _S_ih.pack(obj.id, n_v0_host)
     if n_v0_host > 0:
-        out += f_v0_host
+        if cython.compiled:
+            _put_bytes(out, f_v0_host)
+        else:
+            out += f_v0_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.v0_port)
@@ -2274,7 +2292,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v2(obj, out):
     else:
         out += _S_h.pack(n_rack)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
 
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
@@ -2367,7 +2388,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v3(obj, out):
     else:
         out += _S_h.pack(n_rack)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
 
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
@@ -2493,7 +2517,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6(obj, out):
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
-        out += f_rack
+        if cython.compiled:
+            _put_bytes(out, f_rack)
+        else:
+            out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker")
     else:
@@ -2563,7 +2590,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(obj, out):
     else:
         out += _S_ih.pack(obj.port, n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.security_protocol)
@@ -2654,7 +2684,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(obj, out):
     else:
         out += _S_ih.pack(obj.port, n_host)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     f_listener = obj.listener
     if f_listener is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener")
@@ -2669,7 +2702,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(obj, out):
     else:
         out += _S_h.pack(n_listener)
     if n_listener > 0:
-        out += f_listener
+        if cython.compiled:
+            _put_bytes(out, f_listener)
+        else:
+            out += f_listener
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.security_protocol)
@@ -2792,7 +2828,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     f_listener = obj.listener
     if f_listener is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener")
@@ -2808,7 +2847,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
     else:
         _w.put_uvarint(out, n_listener + 1)
     if n_listener > 0:
-        out += f_listener
+        if cython.compiled:
+            _put_bytes(out, f_listener)
+        else:
+            out += f_listener
     if cython.compiled:
         p = _grow(out, 2)
         _put_h(p, 0, obj.security_protocol)

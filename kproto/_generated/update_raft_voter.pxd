@@ -11,7 +11,7 @@ cimport cython as _cy  # not plain ``cython``: the module defines a fallback of 
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
-    _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
+    _grow, _put_b, _put_bytes, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
     _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
@@ -45,3 +45,7 @@ cpdef _enc_UpdateRaftVoterResponse_v0(UpdateRaftVoterResponse obj, bytearray out
 @_cy.locals(obj=UpdateRaftVoterResponse_CurrentLeader, pos=Py_ssize_t)
 cdef _dec_UpdateRaftVoterResponse_CurrentLeader_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cdef _enc_UpdateRaftVoterResponse_CurrentLeader_v0(UpdateRaftVoterResponse_CurrentLeader obj, bytearray out)
+@_cy.locals(s=UpdateRaftVoterResponse_CurrentLeader)
+cdef bint _is_default_UpdateRaftVoterResponse_CurrentLeader(object value) except -1
+@_cy.locals(s=UpdateRaftVoterResponse_CurrentLeader)
+cdef UpdateRaftVoterResponse_CurrentLeader _new_UpdateRaftVoterResponse_CurrentLeader()

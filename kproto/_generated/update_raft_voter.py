@@ -178,7 +178,10 @@ def _enc_UpdateRaftVoterRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 8)
         _put_i(p, 0, obj.current_leader_epoch)
@@ -309,7 +312,10 @@ def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("UpdateRaftVoterRequest.Listener.host")
@@ -325,7 +331,10 @@ def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)
@@ -392,7 +401,7 @@ def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     if cython.compiled:
-        f_current_leader = UpdateRaftVoterResponse_CurrentLeader()
+        f_current_leader = _new_UpdateRaftVoterResponse_CurrentLeader()
     else:
         d = _new(UpdateRaftVoterResponse_CurrentLeader)
         d.leader_id = -1
@@ -440,7 +449,11 @@ def _enc_UpdateRaftVoterResponse_v0(obj, out):
     else:
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     known = []
-    if obj.current_leader != UpdateRaftVoterResponse_CurrentLeader():
+    if cython.compiled:
+        differs = not _is_default_UpdateRaftVoterResponse_CurrentLeader(obj.current_leader)
+    else:
+        differs = obj.current_leader != UpdateRaftVoterResponse_CurrentLeader()
+    if differs:
         t = bytearray()
         f_current_leader = obj.current_leader
         _enc_UpdateRaftVoterResponse_CurrentLeader_v0(f_current_leader, t)
@@ -540,7 +553,10 @@ def _enc_UpdateRaftVoterResponse_CurrentLeader_v0(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.port)
@@ -550,6 +566,25 @@ def _enc_UpdateRaftVoterResponse_CurrentLeader_v0(obj, out):
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterResponse.CurrentLeader")
     else:
         out.append(0)
+
+
+def _is_default_UpdateRaftVoterResponse_CurrentLeader(value):
+    """Whether ``value == UpdateRaftVoterResponse_CurrentLeader()``, without building one (compiled encoders only)."""
+    if type(value) is not UpdateRaftVoterResponse_CurrentLeader:
+        return False
+    s = value
+    return s.leader_id == -1 and s.leader_epoch == -1 and s.host == '' and s.port == 0 and s.unknown_tagged_fields == []
+
+
+def _new_UpdateRaftVoterResponse_CurrentLeader():
+    """``UpdateRaftVoterResponse_CurrentLeader()``, without the keyword call of ``__init__`` (compiled decoders only)."""
+    s = UpdateRaftVoterResponse_CurrentLeader.__new__(UpdateRaftVoterResponse_CurrentLeader)
+    s.leader_id = -1
+    s.leader_epoch = -1
+    s.host = ''
+    s.port = 0
+    s.unknown_tagged_fields = []
+    return s
 
 
 class UpdateRaftVoterRequest_Listener(Struct):

@@ -165,7 +165,10 @@ def _enc_VoteRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("VoteRequest.topics")
@@ -288,7 +291,10 @@ def _enc_VoteRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.voter_id)
@@ -416,7 +422,10 @@ def _enc_VoteRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
-        out += f_cluster_id
+        if cython.compiled:
+            _put_bytes(out, f_cluster_id)
+        else:
+            out += f_cluster_id
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.voter_id)
@@ -534,7 +543,10 @@ def _enc_VoteRequest_TopicData_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("VoteRequest.TopicData.partitions")
@@ -647,7 +659,10 @@ def _enc_VoteRequest_TopicData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("VoteRequest.TopicData.partitions")
@@ -760,7 +775,10 @@ def _enc_VoteRequest_TopicData_v2(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("VoteRequest.TopicData.partitions")
@@ -1305,7 +1323,10 @@ def _enc_VoteResponse_TopicData_v0(obj, out):
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
-        out += f_topic_name
+        if cython.compiled:
+            _put_bytes(out, f_topic_name)
+        else:
+            out += f_topic_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("VoteResponse.TopicData.partitions")
@@ -1466,7 +1487,10 @@ def _enc_VoteResponse_NodeEndpoint_v1(obj, out):
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
-        out += f_host
+        if cython.compiled:
+            _put_bytes(out, f_host)
+        else:
+            out += f_host
     if cython.compiled:
         p = _grow(out, 2)
         _put_H(p, 0, obj.port)

@@ -151,7 +151,10 @@ def _enc_WriteShareGroupStateRequest_v0(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("WriteShareGroupStateRequest.topics")
@@ -264,7 +267,10 @@ def _enc_WriteShareGroupStateRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
-        out += f_group_id
+        if cython.compiled:
+            _put_bytes(out, f_group_id)
+        else:
+            out += f_group_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("WriteShareGroupStateRequest.topics")
@@ -892,7 +898,10 @@ def _enc_WriteShareGroupStateResponse_PartitionResult_v0(obj, out):
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
-        out += f_error_message
+        if cython.compiled:
+            _put_bytes(out, f_error_message)
+        else:
+            out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult.PartitionResult")
     else:

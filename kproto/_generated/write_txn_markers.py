@@ -612,7 +612,10 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.partition_indexes")
@@ -721,7 +724,10 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.partition_indexes")
@@ -1068,7 +1074,10 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(obj, out):
     else:
         out += _S_h.pack(n_name)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions")
@@ -1176,7 +1185,10 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(obj, out):
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
-        out += f_name
+        if cython.compiled:
+            _put_bytes(out, f_name)
+        else:
+            out += f_name
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions")

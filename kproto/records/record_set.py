@@ -5,7 +5,9 @@ Keeping the bytes untouched means a response decoded and re-encoded is byte-iden
 decoding messages they never look at: messages are decoded only on iteration or :meth:`RecordSet.decode`.
 
 This module imports nothing of kproto beyond :mod:`kproto.errors` at import time, because the generated
-codecs import it and must stay importable on their own.
+codecs import it and must stay importable on their own.  Like the codecs, it is compiled by Cython as it is
+(``record_set.pxd`` makes the class an extension type): every decoded ``records`` field builds one, and a
+Python-level class cost a Fetch response of ten partitions a tenth of its decode time.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ class RecordSet:
 
     def __hash__(self) -> int:
         return hash(self._raw)
+
+    def __reduce__(self) -> Any:
+        # One pickled form for both builds (the compiled class has no instance dict or slots to copy).
+        return (RecordSet, (self._raw,))
 
     def __repr__(self) -> str:
         return f"RecordSet({len(self._raw)} bytes)"
