@@ -101,6 +101,17 @@ def known_issue(key: str) -> bool:
     return key in KNOWN_ISSUES and not REPORT_KNOWN
 
 
+def _build_lazy_tables() -> None:
+    # One-time lookup tables the pure records twin builds on first use are not per-input work; built here,
+    # before any Budget, they do not count against the first input that happens to need them.
+    from kproto.records import _pure
+
+    _pure.build_tables()
+
+
+_build_lazy_tables()
+
+
 class Budget:
     """Measure one step of work against the memory and CPU budgets::
 

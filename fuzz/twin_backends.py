@@ -5,8 +5,9 @@ and ``kproto.wire`` from the very ``.py`` files that sit next to the extensions 
 :mod:`kproto.source_first`).  Python prefers the extension, so the normal import gives the compiled code.
 :func:`load_pure_codecs` imports the ``.py`` twins a second time, under the same names but into a private
 module table, and hands back the pure ``framing``/``apis``/``messages`` modules; ``sys.modules`` is put back
-exactly as it was, so the rest of the process keeps using the compiled build.  Modules that are not
-compiled (``kproto.errors``, ``kproto.records.*``) are shared, so error classes compare equal across twins.
+exactly as it was, so the rest of the process keeps using the compiled build.  ``kproto.errors`` and
+``kproto.records.*`` are shared, so error classes and record sets compare equal across twins (``RecordSet``
+is compiled too, and the pure decoders build the compiled class through its constructor).
 
 For message sets the two backends are ordinary modules already: ``kproto._fast._records`` (Cython) and
 ``kproto.records._pure``; :func:`records_codecs` binds one :class:`MessageSetCodec` to each.

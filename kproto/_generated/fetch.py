@@ -4733,11 +4733,7 @@ def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
         f_partition_index, f_error_code, f_high_watermark, n_records = _S_ihqi.unpack_from(buf, pos)
     pos += 18
     if 0 <= n_records <= end - pos:
-        if cython.compiled:
-            f_records = RecordSet(buf[pos:pos + n_records])
-        else:
-            f_records = _new(RecordSet)
-            f_records._raw = buf[pos:pos + n_records]
+        f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -4866,11 +4862,7 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
         n_records = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if 0 <= n_records <= end - pos:
-        if cython.compiled:
-            f_records = RecordSet(buf[pos:pos + n_records])
-        else:
-            f_records = _new(RecordSet)
-            f_records._raw = buf[pos:pos + n_records]
+        f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -5014,11 +5006,7 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
         n_records = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if 0 <= n_records <= end - pos:
-        if cython.compiled:
-            f_records = RecordSet(buf[pos:pos + n_records])
-        else:
-            f_records = _new(RecordSet)
-            f_records._raw = buf[pos:pos + n_records]
+        f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -5164,11 +5152,7 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
         f_preferred_read_replica, n_records = _S_ii.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_records <= end - pos:
-        if cython.compiled:
-            f_records = RecordSet(buf[pos:pos + n_records])
-        else:
-            f_records = _new(RecordSet)
-            f_records._raw = buf[pos:pos + n_records]
+        f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -5341,11 +5325,7 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
     if 0 <= n_records <= end - pos:
-        if cython.compiled:
-            f_records = RecordSet(buf[pos:pos + n_records])
-        else:
-            f_records = _new(RecordSet)
-            f_records._raw = buf[pos:pos + n_records]
+        f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None

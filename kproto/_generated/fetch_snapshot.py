@@ -1156,11 +1156,7 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
         n_unaligned_records, pos = _w.read_uvarint(buf, pos, end, 'unaligned_records')
         n_unaligned_records -= 1
     if 0 <= n_unaligned_records <= end - pos:
-        if cython.compiled:
-            f_unaligned_records = RecordSet(buf[pos:pos + n_unaligned_records])
-        else:
-            f_unaligned_records = _new(RecordSet)
-            f_unaligned_records._raw = buf[pos:pos + n_unaligned_records]
+        f_unaligned_records = RecordSet(buf[pos:pos + n_unaligned_records])
         pos += n_unaligned_records
     else:
         raise _w.bad_sized('unaligned_records', pos, n_unaligned_records, end, 1, False)

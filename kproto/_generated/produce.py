@@ -798,11 +798,7 @@ def _dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end):
         f_index, n_records = _S_ii.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_records <= end - pos:
-        if cython.compiled:
-            f_records = RecordSet(buf[pos:pos + n_records])
-        else:
-            f_records = _new(RecordSet)
-            f_records._raw = buf[pos:pos + n_records]
+        f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -868,11 +864,7 @@ def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
     if 0 <= n_records <= end - pos:
-        if cython.compiled:
-            f_records = RecordSet(buf[pos:pos + n_records])
-        else:
-            f_records = _new(RecordSet)
-            f_records._raw = buf[pos:pos + n_records]
+        f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None

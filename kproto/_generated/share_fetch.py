@@ -1239,11 +1239,7 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
     if 0 <= n_records <= end - pos:
-        if cython.compiled:
-            f_records = RecordSet(buf[pos:pos + n_records])
-        else:
-            f_records = _new(RecordSet)
-            f_records._raw = buf[pos:pos + n_records]
+        f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     else:
         raise _w.bad_sized('records', pos, n_records, end, 1, False)

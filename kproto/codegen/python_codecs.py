@@ -838,12 +838,10 @@ class ModuleGenerator:
         elif kind == "bytes":
             e.add(f"{var} = buf[pos:pos + {n}]", ind + 1)
         else:  # records
-            e.add("if cython.compiled:", ind + 1)
-            e.add(f"{var} = RecordSet(buf[pos:pos + {n}])", ind + 2)
-            e.add("else:", ind + 1)
-            # What RecordSet's constructor does with bytes, without the call (a slice of bytes is bytes).
-            e.add(f"{var} = _new(RecordSet)", ind + 2)
-            e.add(f"{var}._raw = buf[pos:pos + {n}]", ind + 2)
+            # The constructor in both builds: RecordSet is compiled too, and the pure decoders must also
+            # work beside the compiled class (the fuzz harnesses load both twins in one process), whose
+            # ``_raw`` cannot be set from outside.
+            e.add(f"{var} = RecordSet(buf[pos:pos + {n}])", ind + 1)
         e.add(f"pos += {n}", ind + 1)
         if it.nullable:
             e.add(f"elif {n} == -1:", ind)
