@@ -749,9 +749,10 @@ cdef class _Columns:
             self.resize_headers(self.header_count)
         return 0
 
-    cdef object build(self, Py_ssize_t valid, bint partial):
+    cdef dict message_columns(self, Py_ssize_t valid, bint partial):
+        """The finished columns every magic has: MessageColumns' arguments, and the first of RecordColumns'."""
         self.finish()
-        return MessageColumns(
+        return dict(
             count=self.count,
             offsets=self.a_offsets,
             timestamps=self.a_timestamps,
@@ -769,24 +770,12 @@ cdef class _Columns:
             partial=partial,
         )
 
+    cdef object build(self, Py_ssize_t valid, bint partial):
+        return MessageColumns(**self.message_columns(valid, partial))
+
     cdef object build_records(self, Py_ssize_t valid, bint partial):
-        self.finish()
         return RecordColumns(
-            count=self.count,
-            offsets=self.a_offsets,
-            timestamps=self.a_timestamps,
-            magics=self.a_magics,
-            attributes=self.a_attributes,
-            codecs=self.a_codecs,
-            crc_ok=self.a_crc_ok,
-            key_data=data_finish(&self.key_data),
-            key_offsets=self.a_key_bounds,
-            key_null=self.a_key_null,
-            value_data=data_finish(&self.value_data),
-            value_offsets=self.a_value_bounds,
-            value_null=self.a_value_null,
-            valid_bytes=valid,
-            partial=partial,
+            **self.message_columns(valid, partial),
             timestamp_types=self.a_ts_types,
             producer_ids=self.a_producer_ids,
             producer_epochs=self.a_producer_epochs,
