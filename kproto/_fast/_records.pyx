@@ -17,7 +17,7 @@ it by the records layer when that loads (:func:`_bind`, called by :mod:`kproto.r
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE
 from cpython.bytes cimport _PyBytes_Resize
 from cpython cimport array as carray
 from cpython.object cimport PyObject
@@ -921,7 +921,8 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
         raise DecodeError(f"{name} wrapper message has a null value", value_pos - 4)
     payload = PyBytes_FromStringAndSize(<char*>buf + value_pos, vlen)
     # bytes, or the bytearray the codec decompressed into (never resized or exposed afterwards)
-    raw = decompress_buffer(codec, payload, magic=magic, limit=opts.limit, position=value_pos)
+    raw = decompress_buffer(codec, payload, magic=magic, limit=opts.limit, position=value_pos,
+                            allocate=_unfilled_bytearray)
     if type(raw) is bytes:
         raw_data = <const uint8_t*>PyBytes_AS_STRING(raw)
         raw_size = PyBytes_GET_SIZE(raw)
@@ -984,6 +985,13 @@ cdef void fix_rows(_Columns cols, Py_ssize_t row0, int64_t delta, bint log_appen
             cols.timestamps[i] = timestamp
         if not crc_ok:
             cols.crc_ok[i] = 0
+
+
+def _unfilled_bytearray(Py_ssize_t size):
+    """A bytearray of ``size`` bytes left as allocated (not zeroed): the ``allocate`` of
+    :func:`kproto.records.compression.decompress_buffer`, whose one-copy paths keep a buffer only once the codec
+    has written every byte of it."""
+    return PyByteArray_FromStringAndSize(NULL, size)
 
 
 cdef class _BufferView:
