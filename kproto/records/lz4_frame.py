@@ -159,9 +159,8 @@ def lz4_frame_decode_buffer(frame: bytes, *, magic: int, limit: int, position: i
     and it is cut where they end, so no byte of it is kept unwritten).
     """
     header = _check_header(frame, magic, position)
-    out = _decode_blocks_fast(frame, header, limit, allocate)
-    if out is None:
-        out = _decode_blocks(frame, header, limit, position)
+    fast = _decode_blocks_fast(frame, header, limit, allocate)
+    out: "bytes | bytearray" = fast if fast is not None else _decode_blocks(frame, header, limit, position)
     if frame[4] & 0x08:  # the frame states its content size (8 bytes little-endian before HC)
         declared = int.from_bytes(frame[6:14], "little")
         if declared != len(out):
@@ -230,6 +229,7 @@ def _decode_blocks(frame: bytes, header: tuple, limit: int, position: int) -> by
         if n - pos < size + (4 if block_checksum else 0):
             raise DecodeError(f"lz4 block of {size} bytes runs past the end of the frame", position + pos - 4)
         block = frame[pos : pos + size]
+        chunk: "bytes | memoryview"
         if word & _STORED_RAW:
             produced = size
             chunk = block
