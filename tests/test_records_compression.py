@@ -14,8 +14,14 @@ from kproto.records import compression, lz4_frame
 DATA = b"".join(b"message %06d " % i + bytes(range(i % 200)) for i in range(3000))
 
 
+def _dirty(size):
+    """An ``allocate`` whose buffers start full of garbage: a one-copy path must overwrite or drop every byte."""
+    return bytearray(b"\xa5") * size
+
+
 def _same(codec, payload, limit, magic=1):
-    """decompress() against the streaming decoder: equal output, or the same error class and offset."""
+    """decompress() against the streaming decoder: equal output, or the same error class and offset; the same
+    with output buffers that start dirty (what the compiled backend's unfilled allocator may give)."""
     slow = {
         1: lambda: compression._gzip_decode(payload, limit, 7),
         2: lambda: (
@@ -31,9 +37,13 @@ def _same(codec, payload, limit, magic=1):
         with pytest.raises(type(exc)) as info:
             compression.decompress(codec, payload, magic=magic, limit=limit, position=7)
         assert info.value.offset == exc.offset
+        with pytest.raises(type(exc)) as info:
+            compression.decompress_buffer(codec, payload, magic=magic, limit=limit, position=7, allocate=_dirty)
+        assert info.value.offset == exc.offset
         return None
     got = compression.decompress(codec, payload, magic=magic, limit=limit, position=7)
     assert type(got) is bytes and got == expected
+    assert compression.decompress_buffer(codec, payload, magic=magic, limit=limit, position=7, allocate=_dirty) == expected
     return got
 
 

@@ -22,9 +22,10 @@ def fields(m):
     return (m.offset, m.key, m.value, m.timestamp, m.magic, m.attributes, m.codec, m.timestamp_type, m.crc)
 
 
-def outcome(api, data, check_crc):
+def outcome(api, data, check_crc, check_inner_crc=True):
     try:
-        ms = api.decode_message_set(data, check_crc=check_crc, max_decompressed_size=1 << 16)
+        ms = api.decode_message_set(data, check_crc=check_crc, check_inner_crc=check_inner_crc,
+                                    max_decompressed_size=1 << 16)
     except KprotoError as exc:
         return ("error", type(exc), exc.offset)
     return ("ok", [fields(m) for m in ms], ms.valid_bytes, ms.partial)
@@ -57,9 +58,10 @@ def test_same_results_on_valid_and_damaged_input(both_codecs, parts, data):
         damaged[at] = value
     cut = data.draw(st.integers(0, len(wire)))
     check_crc = data.draw(st.booleans())
+    check_inner_crc = data.draw(st.booleans())
     for sample in (wire, bytes(damaged), bytes(damaged[:cut]), wire[:cut]):
-        expected = outcome(pure, sample, check_crc)
-        assert outcome(fast, sample, check_crc) == expected
+        expected = outcome(pure, sample, check_crc, check_inner_crc)
+        assert outcome(fast, sample, check_crc, check_inner_crc) == expected
         assert columns_outcome(fast, sample, check_crc) == columns_outcome(pure, sample, check_crc)
         if expected[0] == "ok":
             assert [row[0] for row in expected[1]] == list(pure.decode_columns(sample, check_crc=False).offsets)

@@ -120,6 +120,30 @@ def test_inner_error_names_wrapper_offset(records_codec):
     assert "decompressed byte 43" in str(err)
 
 
+def test_check_inner_crc_off_checks_the_wrapper_only(records_codec):
+    """check_inner_crc=False skips the CRCs inside a compressed wrapper, never the wrapper's own nor any other check."""
+    inner = entry(0, 1, 0, None, b"a", 5) + entry(1, 1, 0, None, b"b", 6, crc=0xDEADBEEF)  # a producer's bad CRC
+    wrapper = entry(1, 1, 1, None, gzip.compress(inner), 6)
+    data = HELLO + wrapper
+
+    def offset_of_error(decode, data):
+        with pytest.raises(DecodeError) as err:
+            decode(data, check_inner_crc=False)
+        return err.value.offset
+
+    assert "CRC" in str(expect(records_codec, data, DecodeError, 31 + 34))  # default: the inner CRC is checked
+    with pytest.raises(DecodeError) as again:
+        records_codec.decode_records(data)
+    assert again.value.offset == 31 + 34
+    for decode in (records_codec.decode_message_set, records_codec.decode_records):
+        assert [(m.offset, m.value) for m in decode(data, check_inner_crc=False)] == [(0, b"hello"), (0, b"a"), (1, b"b")]
+        assert offset_of_error(decode, data[:-1] + b"X") == 31 + 12  # compressed bytes damaged: the wrapper's CRC
+        assert offset_of_error(decode, HELLO[:-1] + b"O" + wrapper) == 12  # a top-level message: still checked
+        assert offset_of_error(decode, entry(1, 1, 1, None, gzip.compress(inner[:-3]), 6)) == 34  # truncated inner
+    unchecked = records_codec.decode_message_set(data, check_crc=False, check_inner_crc=True)  # check_crc=False: none
+    assert [m.value for m in unchecked] == [b"hello", b"a", b"b"]
+
+
 def test_not_a_buffer(records_codec):
     with pytest.raises(TypeError):
         records_codec.decode_message_set(12)

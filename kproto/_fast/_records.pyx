@@ -17,7 +17,7 @@ it by the records layer when that loads (:func:`_bind`, called by :mod:`kproto.r
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE
 from cpython.bytes cimport _PyBytes_Resize
 from cpython cimport array as carray
 from cpython.object cimport PyObject
@@ -795,6 +795,7 @@ cdef class _Columns:
 
 cdef struct Decoding:
     bint check_crc
+    bint check_inner_crc  # with check_crc: also the messages inside compressed wrappers (magic 0/1)
     bint flag_crc      # columns: compute every CRC and record it instead of raising
     bint lazy          # validate only; messages are built later by _MessageIterator
     Py_ssize_t limit   # decompressed bytes this call may still produce (the cap covers the whole set)
@@ -848,7 +849,7 @@ cdef Py_ssize_t decode_set(const uint8_t* buf, Py_ssize_t n, list out, _Columns 
         magic = <int8_t>buf[start + 4]
         attributes = <int8_t>buf[start + 5]
         crc_ok = True
-        if opts.check_crc or opts.flag_crc:
+        if (opts.check_crc and (opts.check_inner_crc or not inner)) or opts.flag_crc:
             crc_ok = crc_of(buf + start + 4, size - 4) == crc
             if not crc_ok and opts.check_crc:
                 raise DecodeError(
@@ -920,7 +921,8 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
         raise DecodeError(f"{name} wrapper message has a null value", value_pos - 4)
     payload = PyBytes_FromStringAndSize(<char*>buf + value_pos, vlen)
     # bytes, or the bytearray the codec decompressed into (never resized or exposed afterwards)
-    raw = decompress_buffer(codec, payload, magic=magic, limit=opts.limit, position=value_pos)
+    raw = decompress_buffer(codec, payload, magic=magic, limit=opts.limit, position=value_pos,
+                            allocate=_unfilled_bytearray)
     if type(raw) is bytes:
         raw_data = <const uint8_t*>PyBytes_AS_STRING(raw)
         raw_size = PyBytes_GET_SIZE(raw)
@@ -983,6 +985,13 @@ cdef void fix_rows(_Columns cols, Py_ssize_t row0, int64_t delta, bint log_appen
             cols.timestamps[i] = timestamp
         if not crc_ok:
             cols.crc_ok[i] = 0
+
+
+def _unfilled_bytearray(Py_ssize_t size):
+    """A bytearray of ``size`` bytes left as allocated (not zeroed): the ``allocate`` of
+    :func:`kproto.records.compression.decompress_buffer`, whose one-copy paths keep a buffer only once the codec
+    has written every byte of it."""
+    return PyByteArray_FromStringAndSize(NULL, size)
 
 
 cdef class _BufferView:
@@ -1132,7 +1141,7 @@ cdef class LazyMessages:
         return f"LazyMessages({self.count} messages)"
 
 
-def decode(data, bint check_crc, Py_ssize_t limit):
+def decode(data, bint check_crc, Py_ssize_t limit, bint check_inner_crc=True):
     """Validate a message set now, build its :class:`Message` objects on iteration
     (see :func:`kproto.records.decode_message_set`)."""
     cdef Decoding opts
@@ -1142,6 +1151,7 @@ def decode(data, bint check_crc, Py_ssize_t limit):
     cdef Py_ssize_t valid
     cdef bytes top = data if type(data) is bytes else (<_BufferView>_BufferView(data)).as_bytes()
     opts.check_crc = check_crc
+    opts.check_inner_crc = check_inner_crc
     opts.flag_crc = False
     opts.lazy = True
     opts.count = 0
@@ -1166,6 +1176,7 @@ def decode_columns(data, bint check_crc, Py_ssize_t limit):
     cdef _Columns cols = _Columns()
     cdef _BufferView held = _BufferView(data)
     opts.check_crc = check_crc
+    opts.check_inner_crc = True
     opts.flag_crc = not check_crc
     opts.lazy = False
     opts.count = 0
@@ -2294,6 +2305,7 @@ cdef tuple walk_entries(object owner, const uint8_t* buf, Py_ssize_t n, Decoding
 
 cdef void start_decoding(Decoding* opts, bint check_crc, bint flag_crc, Py_ssize_t limit) noexcept:
     opts.check_crc = check_crc
+    opts.check_inner_crc = True
     opts.flag_crc = flag_crc
     opts.lazy = False
     opts.count = 0
@@ -2302,11 +2314,12 @@ cdef void start_decoding(Decoding* opts, bint check_crc, bint flag_crc, Py_ssize
     opts.inner_max_offset = INT64_MIN
 
 
-def decode_records(data, bint check_crc, Py_ssize_t limit):
+def decode_records(data, bint check_crc, Py_ssize_t limit, bint check_inner_crc=True):
     """Decode any concatenation of magic 0, 1 and 2 entries (see :func:`kproto.records.decode_records`)."""
     cdef Decoding opts
     cdef bytes top = data if type(data) is bytes else (<_BufferView>_BufferView(data)).as_bytes()
     start_decoding(&opts, check_crc, False, limit)
+    opts.check_inner_crc = check_inner_crc
     batches, valid, partial = walk_entries(top, <const uint8_t*>PyBytes_AS_STRING(top), PyBytes_GET_SIZE(top),
                                            &opts, None)
     return DecodedRecords(batches, valid, partial)

@@ -95,10 +95,10 @@ def _as_bytes(data: Any) -> bytes:
     return data if type(data) is bytes else memoryview(data).tobytes()
 
 
-def decode(data: Any, check_crc: bool, limit: int) -> MessageSet:
+def decode(data: Any, check_crc: bool, limit: int, check_inner_crc: bool = True) -> MessageSet:
     """Decode a message set into :class:`Message` objects (see :func:`kproto.records.decode_message_set`)."""
     messages: List[Message] = []
-    valid, partial = _decode_into(_as_bytes(data), messages, None, check_crc, [limit], False, None)
+    valid, partial = _decode_into(_as_bytes(data), messages, None, check_crc, [limit], False, None, check_inner_crc)
     return MessageSet(messages, valid, partial)
 
 
@@ -136,6 +136,7 @@ def _decode_into(
     budget: List[int],
     inner: bool,
     carrier_codec: Optional[str],
+    check_inner_crc: bool = True,
 ) -> Tuple[int, bool]:
     """Append the messages of ``buf`` to ``out``; return (valid bytes, ended with a partial message).
 
@@ -202,7 +203,8 @@ def _decode_into(
                     raise DecodeError(f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4)
                 if attributes & CODEC_MASK:
                     _expand_wrapper(
-                        buf, out, crc_flags, check_crc, budget, inner, pos, p, offset, 0, attributes, None, value, crc_ok
+                        buf, out, crc_flags, check_crc and check_inner_crc, budget, inner, pos, p, offset, 0, attributes,
+                        None, value, crc_ok,
                     )
                 else:
                     append(new(message, (None, value, None, offset, 0, attributes, carrier_codec, None, crc)))
@@ -236,7 +238,8 @@ def _decode_into(
             raise DecodeError(f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4)
         if attributes & CODEC_MASK:
             _expand_wrapper(
-                buf, out, crc_flags, check_crc, budget, inner, pos, p, offset, magic, attributes, timestamp, value, crc_ok
+                buf, out, crc_flags, check_crc and check_inner_crc, budget, inner, pos, p, offset, magic, attributes,
+                timestamp, value, crc_ok,
             )
         else:
             append(new(message, (key, value, timestamp, offset, magic, attributes, carrier_codec, timestamp_type, crc)))
@@ -566,15 +569,17 @@ def _legacy_records(messages: List[Message]) -> List[Record]:
     ]
 
 
-def decode_records(data: Any, check_crc: bool, limit: int) -> DecodedRecords:
+def decode_records(data: Any, check_crc: bool, limit: int, check_inner_crc: bool = True) -> DecodedRecords:
     """Decode any concatenation of magic 0, 1 and 2 entries (see :func:`kproto.records.decode_records`)."""
     buf = _as_bytes(data)
     batches: List[Batch] = []
-    valid, partial = _walk_entries(buf, check_crc, [limit], batches)
+    valid, partial = _walk_entries(buf, check_crc, [limit], batches, check_inner_crc)
     return DecodedRecords(batches, valid, partial)
 
 
-def _walk_entries(buf: bytes, check_crc: bool, budget: List[int], batches: List[Batch]) -> Tuple[int, bool]:
+def _walk_entries(
+    buf: bytes, check_crc: bool, budget: List[int], batches: List[Batch], check_inner_crc: bool = True
+) -> Tuple[int, bool]:
     n = len(buf)
     pos = 0
     while pos < n:
@@ -594,18 +599,20 @@ def _walk_entries(buf: bytes, check_crc: bool, budget: List[int], batches: List[
         if magic == 2:
             batches.append(_decode_batch(buf, pos, end, check_crc, budget))
         elif magic < 2:
-            batches.append(_legacy_batch(buf, pos, end, check_crc, budget))
+            batches.append(_legacy_batch(buf, pos, end, check_crc, budget, check_inner_crc))
         else:
             raise DecodeError(f"unsupported record magic {magic}", pos + 16)
         pos = end
     return pos, False
 
 
-def _legacy_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[int]) -> Batch:
+def _legacy_batch(
+    buf: bytes, pos: int, end: int, check_crc: bool, budget: List[int], check_inner_crc: bool = True
+) -> Batch:
     """One magic 0/1 entry (a message, or a wrapper with its inner messages) as a batch."""
     messages: List[Message] = []
     try:
-        _decode_into(buf[pos:end], messages, None, check_crc, budget, False, None)
+        _decode_into(buf[pos:end], messages, None, check_crc, budget, False, None, check_inner_crc)
     except DecodeError as exc:
         raise type(exc)(exc.reason, (exc.offset or 0) + pos) from None
     return _legacy_batch_of(buf, pos, end, _legacy_records(messages))

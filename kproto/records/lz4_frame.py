@@ -13,6 +13,7 @@ block and every malformed length becomes a :class:`~kproto.errors.DecodeError`.
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 import cramjam
 
@@ -146,18 +147,20 @@ def lz4_frame_decode(frame: bytes, *, magic: int, limit: int, position: int = 0)
     return out if type(out) is bytes else bytes(out)
 
 
-def lz4_frame_decode_buffer(frame: bytes, *, magic: int, limit: int, position: int = 0) -> "bytes | bytearray":
+def lz4_frame_decode_buffer(frame: bytes, *, magic: int, limit: int, position: int = 0,
+                            allocate: Callable[[int], bytearray] = bytearray) -> "bytes | bytearray":
     """:func:`lz4_frame_decode`, the result possibly a ``bytearray``.
 
     One pass reads the block headers and bounds the output (a compressed block expands to at most its
     frame's block maximum and ~255 times its size); one buffer of at most ``limit`` bytes is allocated and
     every block is decompressed straight into its place.  A malformed frame, a block that does not fit or
-    an output over ``limit`` falls back to the block-by-block decoder, which raises the error.
+    an output over ``limit`` falls back to the block-by-block decoder, which raises the error.  ``allocate``:
+    as for :func:`kproto.records.compression.decompress_buffer` (the blocks fill the buffer from its start
+    and it is cut where they end, so no byte of it is kept unwritten).
     """
     header = _check_header(frame, magic, position)
-    out = _decode_blocks_fast(frame, header, limit)
-    if out is None:
-        out = _decode_blocks(frame, header, limit, position)
+    fast = _decode_blocks_fast(frame, header, limit, allocate)
+    out: "bytes | bytearray" = fast if fast is not None else _decode_blocks(frame, header, limit, position)
     if frame[4] & 0x08:  # the frame states its content size (8 bytes little-endian before HC)
         declared = int.from_bytes(frame[6:14], "little")
         if declared != len(out):
@@ -165,7 +168,8 @@ def lz4_frame_decode_buffer(frame: bytes, *, magic: int, limit: int, position: i
     return out
 
 
-def _decode_blocks_fast(frame: bytes, header: tuple, limit: int) -> "bytearray | None":
+def _decode_blocks_fast(frame: bytes, header: tuple, limit: int,
+                        allocate: Callable[[int], bytearray]) -> "bytearray | None":
     pos, block_max, block_checksum, content_checksum = header
     n = len(frame)
     tail = 4 if block_checksum else 0
@@ -187,7 +191,7 @@ def _decode_blocks_fast(frame: bytes, header: tuple, limit: int) -> "bytearray |
         pos += size + tail
     if (n - pos != 4) if content_checksum else (pos != n):
         return None
-    out = bytearray(min(bound, limit))
+    out = allocate(min(bound, limit))
     at = 0
     cap = len(out)
     try:
@@ -225,6 +229,7 @@ def _decode_blocks(frame: bytes, header: tuple, limit: int, position: int) -> by
         if n - pos < size + (4 if block_checksum else 0):
             raise DecodeError(f"lz4 block of {size} bytes runs past the end of the frame", position + pos - 4)
         block = frame[pos : pos + size]
+        chunk: "bytes | memoryview"
         if word & _STORED_RAW:
             produced = size
             chunk = block

@@ -81,7 +81,12 @@ class MessageSetCodec:
         self.Record = impl.Record
 
     def decode_records(
-        self, data: Any, *, check_crc: bool = True, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+        self,
+        data: Any,
+        *,
+        check_crc: bool = True,
+        check_inner_crc: bool = True,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     ) -> DecodedRecords:
         """Decode any concatenation of magic 0/1 message set entries and magic 2 record batches.
 
@@ -90,11 +95,13 @@ class MessageSetCodec:
         ``sequence``, ``is_transactional``, ``is_control``); ``.batches`` gives each entry's header
         (:class:`~kproto.records.decoded.Batch`).  An incomplete last entry is dropped without error
         (``partial``/``valid_bytes``).  Bad input raises :class:`~kproto.errors.DecodeError` with the absolute
-        offset; CRC32 (magic 0/1) and CRC-32C (magic 2) are checked unless ``check_crc=False``; the bytes all
-        compressed entries of the call decompress to are capped by ``max_decompressed_size``
-        (:class:`~kproto.errors.LimitExceededError`).
+        offset; CRC32 (magic 0/1) and CRC-32C (magic 2) are checked unless ``check_crc=False``
+        (``check_inner_crc``: see :meth:`decode_message_set`); the bytes all compressed entries of the call
+        decompress to are capped by ``max_decompressed_size`` (:class:`~kproto.errors.LimitExceededError`).
         """
-        decoded: DecodedRecords = self.impl.decode_records(data, bool(check_crc), _check_limit(max_decompressed_size))
+        decoded: DecodedRecords = self.impl.decode_records(
+            data, bool(check_crc), _check_limit(max_decompressed_size), bool(check_inner_crc)
+        )
         return decoded
 
     def encode_record_batch(
@@ -158,7 +165,12 @@ class MessageSetCodec:
         return batch
 
     def decode_message_set(
-        self, data: Any, *, check_crc: bool = True, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+        self,
+        data: Any,
+        *,
+        check_crc: bool = True,
+        check_inner_crc: bool = True,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     ) -> MessageSet:
         """Decode a magic 0/1 message set (the bytes of a ``records`` field, without its int32 size).
 
@@ -169,8 +181,18 @@ class MessageSetCodec:
         that together decompress to more than ``max_decompressed_size`` bytes (default
         :data:`~kproto.records.format.DEFAULT_MAX_DECOMPRESSED_SIZE`, 64 MiB) or nested compression raises
         :class:`~kproto.errors.LimitExceededError`.  ``check_crc=False`` skips CRC32 validation.
+
+        ``check_inner_crc=False`` (with ``check_crc=True``) checks every top-level message's CRC, compressed
+        wrappers included, but not the CRCs of the messages inside a wrapper.  The wrapper's CRC covers the
+        compressed bytes they are decompressed from, so an intact wrapper means intact inner bytes; an inner
+        CRC can then only catch a producer that computed it wrongly.  That is the work aiokafka's and
+        kafka-python's consumers do (``validate_crc()`` of the wrapper).  Everything else (lengths, magics,
+        offsets, the decompression cap) is still validated.  No effect on uncompressed messages or on magic 2
+        batches, whose one CRC-32C covers every record.
         """
-        messages: MessageSet = self.impl.decode(data, bool(check_crc), _check_limit(max_decompressed_size))
+        messages: MessageSet = self.impl.decode(
+            data, bool(check_crc), _check_limit(max_decompressed_size), bool(check_inner_crc)
+        )
         return messages
 
     @overload
