@@ -27,7 +27,7 @@ from operator import add, itemgetter, sub
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
-from kproto.records.compression import compress_buffer, decompress
+from kproto.records.compression import compress_buffer, decompress, decompress_buffer
 from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns, _pack_binary
 from kproto.records.format import (
     ATTR_CONTROL,
@@ -660,7 +660,9 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
         name = CODEC_NAMES.get(codec)
         if name is None:
             raise DecodeError(f"unknown compression codec {codec}", pos + BATCH_CRC_FROM)
-        body = decompress(codec, buf[body_at:end], magic=2, limit=budget[0], position=body_at)
+        # the buffer the codec wrote into, not a copy of it (a bytearray, mostly): the records' bytes are
+        # taken from it as bytes (see _records_fast), and a copy of a large body costs as much as its parse
+        body = decompress_buffer(codec, buf[body_at:end], magic=2, limit=budget[0], position=body_at)
         budget[0] -= len(body)
         base = body_at
     else:
@@ -680,6 +682,8 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
         p = stop
     else:  # something unusual, perhaps an error: the careful parse, whose errors are the contract
         rows: List[Tuple[Any, ...]] = []
+        if type(body) is not bytes:
+            body = bytes(body)
         try:
             p = _records_into(body, p, stop, count, rows, base_offset, base_ts, log_append_ts, ts_type, name,
                               producer_id, producer_epoch, base_sequence, transactional, control)
@@ -1035,7 +1039,20 @@ def _records_fast(
     if p != stop:
         return None
     segments.append(fields)
-    return [segment for segment in segments if len(segment)] or [fields]
+    segments = [segment for segment in segments if len(segment)] or [fields]
+    if type(buf) is not bytes:  # a decompressed body: what the records read field by field sliced is bytearray
+        for segment in segments:
+            if segment.headers is not None:
+                _bytes_fields(segment)
+    return segments
+
+
+def _bytes_fields(run: "_Run") -> None:
+    """Make the keys, values and header values of records read field by field from a ``bytearray`` ``bytes``."""
+    run.keys = [None if k is None else bytes(k) for k in run.keys]  # type: ignore[union-attr]
+    run.values = [None if v is None else bytes(v) for v in run.values]  # type: ignore[union-attr]
+    run.headers = [tuple([(k, None if v is None else bytes(v)) for k, v in h]) if h else h
+                   for h in run.headers]  # type: ignore[union-attr]
 
 class _Layout:
     """Where the fields of a record lie when its length, attributes, key, value and header lengths and
