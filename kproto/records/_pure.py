@@ -1390,16 +1390,11 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
     shape = shapes.pop()
     timestamps: Any
     headers: Any
-    if shape == 4:
-        keys, values, timestamps, headers = zip(*items)
-    elif shape == 3:
-        keys, values, timestamps = zip(*items)
-        headers = None
-    elif shape == 2:
-        keys, values = zip(*items)
-        timestamps = headers = None
-    else:
+    if not 2 <= shape <= 4:
         return None
+    # a column by itemgetter, not zip(*items), which makes an iterator per record: thousands of objects
+    # the cyclic garbage collector tracks, each a step towards a collection of everything young
+    keys, values, timestamps, headers = [list(map(itemgetter(i), items)) if i < shape else None for i in range(4)]
     table, widths = _zigzag_tables()
     top = len(table)
     # each record: length, attributes, timestamp delta, offset delta, key, value, header count and headers;
@@ -1544,7 +1539,7 @@ def _header_columns(headers: Tuple[Any, ...], count: int, table: List[bytes], wi
         pairs = list(map(itemgetter(0), headers))
         if set(map(type, pairs)) != _TUPLE_TYPE or set(map(len, pairs)) != {2}:
             return False
-        names, values = zip(*pairs)
+        names, values = list(map(itemgetter(0), pairs)), list(map(itemgetter(1), pairs))
         if set(map(type, names)) != _STR_TYPE:
             return False
         prefixed = {}
