@@ -1367,6 +1367,7 @@ _JOIN_RECORDS_BELOW = 2048
 
 _NONE_TYPE, _BYTES_TYPE, _TUPLE_TYPE, _INT_TYPE, _STR_TYPE = {type(None)}, {bytes}, {tuple}, {int}, {str}
 _BYTES_OR_NONE = {bytes, type(None)}
+_INT_NONE_TYPES = {int, type(None)}
 _HEADER_LISTS = {list, tuple}
 
 
@@ -1407,9 +1408,10 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
         columns.append(repeat(b"\x00", count))
         sizes.append(1)
     else:
-        if None in timestamps:
+        types = set(map(type, timestamps))
+        if types <= _INT_NONE_TYPES and type(None) in types:  # records without one get the current time
             timestamps = [now if t is None else t for t in timestamps]
-        if set(map(type, timestamps)) != _INT_TYPE:
+        elif types != _INT_TYPE:
             return None
         base_ts, low, max_ts = timestamps[0], min(timestamps), max(timestamps)
         if low < _I64_MIN or max_ts > _I64_MAX or max_ts - base_ts > _I64_MAX or low - base_ts < _I64_MIN:
@@ -1549,7 +1551,7 @@ def _header_columns(headers: Tuple[Any, ...], count: int, table: List[bytes], wi
             except UnicodeEncodeError:
                 return False
             prefixed[name] = b"\x02" + _zigzag(len(raw)) + raw  # header count 1, key length, key
-        columns.append(map(prefixed.__getitem__, names))
+        columns.append(map(prefixed.__getitem__, names) if len(prefixed) > 1 else repeat(prefixed[names[0]], count))
         sizes.append([len(prefixed[name]) for name in names] if len(prefixed) > 1 else len(prefixed[names[0]]))
         return _binary_columns(values, count, table, widths, columns, sizes) is not None
     try:
