@@ -8,7 +8,11 @@ Magic 2 has two paths each way here, because a per-field Python parse costs seve
 Decoding: :func:`_records_fast` reads the records producers write with varints in line, and reads a run of
 records of one layout one ``struct`` call each, keeping them as columns that become records on iteration;
 on anything unusual it gives up and :func:`_records_into`, the careful parse, reads the batch again and
-raises the errors that are the contract.  Encoding: :func:`_encode_columns` encodes plain tuples of one
+raises the errors that are the contract.  Every byte is checked when the batch is decoded; what waits for
+iteration is only making objects: a run of large records (:data:`_LAZY_DATA_BYTES`) keeps where its data
+lies in the input (or in the buffer a compressed batch was decompressed into) and makes each record's
+``bytes`` when iteration reaches it, because megabytes of fresh objects made at once cost several times
+their copy.  Encoding: :func:`_encode_columns` encodes plain tuples of one
 shape a column at a time with C-level loops (``zip``, ``map``, ``b"".join``); anything else, and every
 error, goes through :func:`_encode_rows`.  ``tests/test_records_pure_fast_paths.py`` holds each fast path to
 its careful one.
