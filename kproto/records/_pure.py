@@ -1180,7 +1180,7 @@ def _layout_of(buf: bytes, p: int, end: int) -> Optional[_Layout]:
     layout.unpack = compiled.unpack_from
     layout.size = compiled.size
     layout.pick = itemgetter(*picks)
-    layout.skeleton = tuple(skeleton)
+    layout.skeleton = tuple(map(bytes, skeleton))  # bytes, as struct gives them: bytes == bytearray is slow
     layout.attributes = buf[p + len(skeleton[0]) - 1]
     return layout
 
