@@ -850,11 +850,12 @@ _FAST_BASE_LIMIT = 2**62
 
 
 def _records_fast(
-    buf: bytes, p: int, stop: int, count: int, base_offset: int, base_ts: int, log_append_ts: Optional[int],
+    buf: Any, p: int, stop: int, count: int, base_offset: int, base_ts: int, log_append_ts: Optional[int],
     ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int, base_sequence: int,
     transactional: bool, control: bool,
 ) -> Optional[List[Any]]:
-    """:func:`_records_into` for the records producers write, or ``None`` when anything is unusual.
+    """:func:`_records_into` for the records producers write, or ``None`` when anything is unusual; ``buf``
+    is ``bytes``, or the ``bytearray`` a codec decompressed the batch into (the records still get ``bytes``).
 
     One loop with no call per field: varints of one and two bytes are read in line (longer ones, up to four
     bytes, by :func:`_varint_rest`) and zigzag decoded in line.  It never raises and checks little on the way:
@@ -1399,7 +1400,10 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
         return None
     # a column by itemgetter, not zip(*items), which makes an iterator per record: thousands of objects
     # the cyclic garbage collector tracks, each a step towards a collection of everything young
-    keys, values, timestamps, headers = [list(map(itemgetter(i), items)) if i < shape else None for i in range(4)]
+    keys: List[Any] = list(map(itemgetter(0), items))
+    values: List[Any] = list(map(itemgetter(1), items))
+    timestamps = list(map(itemgetter(2), items)) if shape > 2 else None
+    headers = list(map(itemgetter(3), items)) if shape > 3 else None
     table, widths = _zigzag_tables()
     top = len(table)
     # each record: length, attributes, timestamp delta, offset delta, key, value, header count and headers;
@@ -1500,7 +1504,7 @@ def _join_between(columns: List[Iterable[bytes]], apart: List[int]) -> List[Iter
     return out
 
 
-def _binary_columns(column: Tuple[Any, ...], count: int, table: List[bytes], widths: List[int],
+def _binary_columns(column: Sequence[Any], count: int, table: List[bytes], widths: List[int],
                     columns: List[Iterable[bytes]], sizes: List[Any]) -> Optional[int]:
     """Add the pieces (length varint, bytes) of a column of ``bytes``/``None`` (null: length -1, no bytes) to
     ``columns`` and their widths to ``sizes``; return the largest length (0 if all are null), ``None`` if
@@ -1728,7 +1732,7 @@ def encode_batch(
     # more than copying them), a copy that a batch of large records (several MB) would pay in page faults.
     crc = crc32c(head)
     if size >= _CRC_BY_PIECE * len(pieces):
-        add = _crc32c_c or crc32c_table
+        add = crc32c_table if _crc32c_c is None else _crc32c_c
         for piece in pieces:
             crc = add(piece, crc)
     else:
