@@ -100,20 +100,23 @@ def test_the_column_encoder_takes_the_usual_shapes_and_large_batches():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from([0, 7, 14, 18]), st.sampled_from([None, b"", b"key"]), st.sampled_from([None, b"v" * 90]),
-       st.sampled_from([[], [("trace", b"12345678")], [("t", None)]]), st.data())
+@given(st.sampled_from([0, 7, 14, 18]), st.sampled_from([None, b"", b"key", b"k" * 1030]),
+       st.sampled_from([None, b"v" * 90, b"v" * 1100]),
+       st.sampled_from([[], [("trace", b"12345678")], [("t", None)], [("t", b"h" * 1500)]]), st.booleans(), st.data())
 def test_records_of_one_layout_read_a_struct_at_a_time_as_the_careful_parse_reads_them(shift, key, value, hdrs,
-                                                                                        data):
-    # deltas that cross from one to four bytes inside the run, one byte damaged somewhere (or none)
+                                                                                        decompressed, data):
+    # deltas that cross from one to four bytes inside the run, one byte damaged somewhere (or none); large
+    # records (their data read as iteration reaches them); a body that is the bytearray a codec wrote into
     items = [(key, value, i << shift, hdrs) for i in range(300)]
     body = bytearray(b"".join(_pure.encode_batch_records(items, 0)[0]))
     at = data.draw(st.one_of(st.none(), st.integers(0, len(body) - 1)))
     if at is not None:
         body[at] ^= data.draw(st.integers(1, 255))
-    body = bytes(body)
+    careful = _careful(bytes(body), 300, 10, 0, 0, 7)
+    body = body if decompressed else bytes(body)
     fast = _rows(_pure._records_fast(body, 0, len(body), 300, 10, 0, None, 0, None, 5, 1, 7, False, False))
-    careful = _careful(body, 300, 10, 0, 0, 7)
     if at is None:
         assert fast is not None
     if fast is not None:
         assert fast == careful
+        assert {type(v) for row in fast for v in (row[2], row[3], *(h[1] for h in row[4]))} <= {bytes, type(None)}

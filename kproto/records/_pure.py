@@ -8,7 +8,11 @@ Magic 2 has two paths each way here, because a per-field Python parse costs seve
 Decoding: :func:`_records_fast` reads the records producers write with varints in line, and reads a run of
 records of one layout one ``struct`` call each, keeping them as columns that become records on iteration;
 on anything unusual it gives up and :func:`_records_into`, the careful parse, reads the batch again and
-raises the errors that are the contract.  Encoding: :func:`_encode_columns` encodes plain tuples of one
+raises the errors that are the contract.  Every byte is checked when the batch is decoded; what waits for
+iteration is only making objects: a run of large records (:data:`_LAZY_DATA_BYTES`) keeps where its data
+lies in the input (or in the buffer a compressed batch was decompressed into) and makes each record's
+``bytes`` when iteration reaches it, because megabytes of fresh objects made at once cost several times
+their copy.  Encoding: :func:`_encode_columns` encodes plain tuples of one
 shape a column at a time with C-level loops (``zip``, ``map``, ``b"".join``); anything else, and every
 error, goes through :func:`_encode_rows`.  ``tests/test_records_pure_fast_paths.py`` holds each fast path to
 its careful one.
@@ -22,12 +26,12 @@ from array import array
 from collections import namedtuple
 from collections.abc import Sequence
 from functools import partial
-from itertools import chain, repeat
+from itertools import chain, repeat, tee
 from operator import add, itemgetter, sub
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
-from kproto.records.compression import compress_buffer, decompress
+from kproto.records.compression import compress_buffer, decompress, decompress_buffer
 from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns, _pack_binary
 from kproto.records.format import (
     ATTR_CONTROL,
@@ -515,7 +519,7 @@ class _Run:
     layout (headers from ``header_values``), or records read field by field (``headers``, ``attributes``)."""
 
     __slots__ = ("offsets", "timestamps", "keys", "values", "header_values", "headers", "attributes", "sequences",
-                 "constants")
+                 "constants", "lazy")
 
     offsets: List[int]
     timestamps: Optional[List[Any]]  # int, or None for a LogAppendTime batch's
@@ -527,6 +531,8 @@ class _Run:
     sequences: Optional[List[int]]
     constants: Tuple[Any, ...]  # timestamp, headers or header key, codec, timestamp type, producer id and
     # epoch, transactional, control, attributes
+    lazy: Optional[Tuple[Any, int, Any, Tuple[str, ...]]]  # a run of large records: buffer, where the run
+    # starts, the struct that reads a record's data, the fields it reads (see _Layout); None otherwise
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -535,15 +541,22 @@ class _Run:
         n = len(self.offsets)
         timestamp, headers, codec, ts_type, producer_id, producer_epoch, transactional, control, attributes = \
             self.constants
-        if self.header_values is not None:  # one header each: ((key, value),) made by zip, in C
-            header_column: Iterable[Any] = zip(zip(repeat(headers, n), self.header_values))
+        keys, values, header_values = self.keys, self.values, self.header_values
+        if self.lazy is not None:  # each record's data read as iteration reaches it, by map and tee, in C
+            buf, start, data, names = self.lazy
+            rows = data.iter_unpack(memoryview(buf)[start : start + n * data.size])
+            got = {name: map(itemgetter(i), column)
+                   for i, (name, column) in enumerate(zip(names, tee(rows, len(names)) if len(names) > 1 else (rows,)))}
+            keys, values, header_values = got.get("key"), got.get("value"), got.get("header")  # type: ignore[assignment]
+        if header_values is not None:  # one header each: ((key, value),) made by zip, in C
+            header_column: Iterable[Any] = zip(zip(repeat(headers, n), header_values))
         elif self.headers is not None:
             header_column = self.headers
         else:
             header_column = repeat(headers, n)
         return map(_record_of, zip(
             self.offsets, repeat(timestamp, n) if self.timestamps is None else self.timestamps,
-            repeat(None, n) if self.keys is None else self.keys, repeat(None, n) if self.values is None else self.values,
+            repeat(None, n) if keys is None else keys, repeat(None, n) if values is None else values,
             header_column, repeat(2, n), repeat(codec, n), repeat(ts_type, n), repeat(producer_id, n),
             repeat(producer_epoch, n), repeat(-1, n) if self.sequences is None else self.sequences,
             repeat(transactional, n), repeat(control, n),
@@ -558,6 +571,7 @@ def _field_run(constants: Tuple[Any, ...], timestamps: bool, sequences: bool) ->
     run.sequences = [] if sequences else None
     run.header_values = None
     run.constants = constants
+    run.lazy = None
     return run
 
 
@@ -667,7 +681,9 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
         name = CODEC_NAMES.get(codec)
         if name is None:
             raise DecodeError(f"unknown compression codec {codec}", pos + BATCH_CRC_FROM)
-        body = decompress(codec, buf[body_at:end], magic=2, limit=budget[0], position=body_at)
+        # the buffer the codec wrote into, not a copy of it (a bytearray, mostly): the records' bytes are
+        # taken from it as bytes (see _records_fast), and a copy of a large body costs as much as its parse
+        body = decompress_buffer(codec, buf[body_at:end], magic=2, limit=budget[0], position=body_at)
         budget[0] -= len(body)
         base = body_at
     else:
@@ -687,6 +703,8 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
         p = stop
     else:  # something unusual, perhaps an error: the careful parse, whose errors are the contract
         rows: List[Tuple[Any, ...]] = []
+        if type(body) is not bytes:
+            body = bytes(body)
         try:
             p = _records_into(body, p, stop, count, rows, base_offset, base_ts, log_append_ts, ts_type, name,
                               producer_id, producer_epoch, base_sequence, transactional, control)
@@ -839,11 +857,12 @@ _FAST_BASE_LIMIT = 2**62
 
 
 def _records_fast(
-    buf: bytes, p: int, stop: int, count: int, base_offset: int, base_ts: int, log_append_ts: Optional[int],
+    buf: Any, p: int, stop: int, count: int, base_offset: int, base_ts: int, log_append_ts: Optional[int],
     ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int, base_sequence: int,
     transactional: bool, control: bool,
 ) -> Optional[List[Any]]:
-    """:func:`_records_into` for the records producers write, or ``None`` when anything is unusual.
+    """:func:`_records_into` for the records producers write, or ``None`` when anything is unusual; ``buf``
+    is ``bytes``, or the ``bytearray`` a codec decompressed the batch into (the records still get ``bytes``).
 
     One loop with no call per field: varints of one and two bytes are read in line (longer ones, up to four
     bytes, by :func:`_varint_rest`) and zigzag decoded in line.  It never raises and checks little on the way:
@@ -1042,7 +1061,29 @@ def _records_fast(
     if p != stop:
         return None
     segments.append(fields)
-    return [segment for segment in segments if len(segment)] or [fields]
+    segments = [segment for segment in segments if len(segment)] or [fields]
+    if type(buf) is not bytes:  # a decompressed body: what the records read field by field sliced is bytearray
+        for segment in segments:
+            if segment.headers is not None:
+                _bytes_fields(segment)
+    return segments
+
+
+def _bytes_fields(run: "_Run") -> None:
+    """Make the keys, values and header values of records read field by field from a ``bytearray`` ``bytes``."""
+    run.keys = [None if k is None else bytes(k) for k in run.keys]  # type: ignore[union-attr]
+    run.values = [None if v is None else bytes(v) for v in run.values]  # type: ignore[union-attr]
+    run.headers = [tuple([(k, None if v is None else bytes(v)) for k, v in h]) if h else h
+                   for h in run.headers]  # type: ignore[union-attr]
+
+
+#: Records whose key, value and header value hold this many bytes or more are read lazily: a run of them
+#: keeps where its data lies and makes each record's ``bytes`` when iteration reaches it.  Why: a batch of
+#: large records made whole at once is megabytes of fresh objects, and the allocator's fresh pages cost
+#: several times the copy (10,000 B records: ~7 us each against ~0.5 us for a copy into reused memory); a
+#: consumer that takes records one at a time and lets them go reuses the same memory.
+_LAZY_DATA_BYTES = 1024
+
 
 class _Layout:
     """Where the fields of a record lie when its length, attributes, key, value and header lengths and
@@ -1052,10 +1093,14 @@ class _Layout:
     varints at 1 and 2, then the other skeleton runs (varint lengths, header count and key) and the data
     (key, value, header value) between them; ``skeleton`` is what ``pick`` must find for a record to have
     this layout; ``key_at``/``value_at``/``header_value_at`` index the data, 0 when null.
+
+    A layout of large records (:data:`_LAZY_DATA_BYTES`) reads no data while checking: ``unpack`` skips it
+    (and ``key_at``/``value_at``/``header_value_at`` are 0), and ``data`` is the ``struct`` that reads only
+    the data of a record, in the order ``data_fields`` names (``"key"``, ``"value"``, ``"header"``).
     """
 
     __slots__ = ("unpack", "size", "pick", "skeleton", "attributes", "key_at", "value_at", "header_key",
-                 "header_value_at")
+                 "header_value_at", "header_value", "data", "data_fields")
 
     unpack: Any
     size: int
@@ -1066,6 +1111,9 @@ class _Layout:
     value_at: int
     header_key: Optional[str]
     header_value_at: int
+    header_value: bool  # whether the record's one header has a value (not null)
+    data: Any  # struct.Struct or None
+    data_fields: Tuple[str, ...]
 
 
 def _layout_of(buf: bytes, p: int, end: int) -> Optional[_Layout]:
@@ -1087,12 +1135,14 @@ def _layout_of(buf: bytes, p: int, end: int) -> Optional[_Layout]:
         formats.append(f"{q - at}s")
     layout = _Layout()
     run = q  # where the current skeleton run started
+    data_at: List[int] = []  # where the data fields are in formats
 
     def data(n: int) -> int:  # a data field of n bytes at q: close the skeleton run before it
         skeleton.append(buf[run:q])
         picks.append(len(formats))
         formats.append(f"{q - run}s")
         formats.append(f"{n}s")
+        data_at.append(len(formats) - 1)
         return len(formats) - 1
 
     n, q = _varint(buf, q, end, 5, "key length")
@@ -1123,11 +1173,22 @@ def _layout_of(buf: bytes, p: int, end: int) -> Optional[_Layout]:
         formats.append(f"{end - run}s")
     if len(picks) < 2:  # itemgetter of one index gives the item, not a tuple
         return None
+    layout.header_value = layout.header_value_at != 0
+    layout.data = None
+    layout.data_fields = ()
+    if sum(int(formats[i][:-1]) for i in data_at) >= _LAZY_DATA_BYTES:
+        layout.data_fields = tuple(name for name, at in (("key", layout.key_at), ("value", layout.value_at),
+                                                         ("header", layout.header_value_at)) if at)
+        layout.data = struct.Struct(">" + "".join(f if i in data_at else f[:-1] + "x" for i, f in enumerate(formats)))
+        kept = [i for i in range(len(formats)) if i not in data_at]  # what the checking struct returns
+        picks = [kept.index(i) for i in picks]
+        formats = [f[:-1] + "x" if i in data_at else f for i, f in enumerate(formats)]
+        layout.key_at = layout.value_at = layout.header_value_at = 0
     compiled = struct.Struct(">" + "".join(formats))
     layout.unpack = compiled.unpack_from
     layout.size = compiled.size
     layout.pick = itemgetter(*picks)
-    layout.skeleton = tuple(skeleton)
+    layout.skeleton = tuple(map(bytes, skeleton))  # bytes, as struct gives them: bytes == bytearray is slow
     layout.attributes = buf[p + len(skeleton[0]) - 1]
     return layout
 
@@ -1152,9 +1213,11 @@ def _same_layout_run(
     sequences: Optional[List[int]] = [] if base_sequence >= 0 else None
     run.offsets, run.timestamps, run.keys, run.values = offsets, timestamps, keys, values
     run.header_values, run.sequences, run.headers, run.attributes = header_values, sequences, None, None
+    run.lazy = None
     header_key = layout.header_key
-    run.constants = (log_append_ts, header_key if header_value_at else () if header_key is None else ((header_key, None),),
+    run.constants = (log_append_ts, header_key if layout.header_value else () if header_key is None else ((header_key, None),),
                      codec, ts_type, producer_id, producer_epoch, transactional, control, layout.attributes)
+    start = p
     add_offset = offsets.append
     last = stop - size
     while left and p <= last:
@@ -1185,6 +1248,8 @@ def _same_layout_run(
             sequences.append(sequence - 0x80000000 if sequence > _I32_MAX else sequence)
         p += size
         left -= 1
+    if layout.data is not None:
+        run.lazy = (buf, start, layout.data, layout.data_fields)
     return run, p
 
 
@@ -1314,6 +1379,7 @@ _JOIN_RECORDS_BELOW = 2048
 
 _NONE_TYPE, _BYTES_TYPE, _TUPLE_TYPE, _INT_TYPE, _STR_TYPE = {type(None)}, {bytes}, {tuple}, {int}, {str}
 _BYTES_OR_NONE = {bytes, type(None)}
+_INT_NONE_TYPES = {int, type(None)}
 _HEADER_LISTS = {list, tuple}
 
 
@@ -1337,16 +1403,14 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
     shape = shapes.pop()
     timestamps: Any
     headers: Any
-    if shape == 4:
-        keys, values, timestamps, headers = zip(*items)
-    elif shape == 3:
-        keys, values, timestamps = zip(*items)
-        headers = None
-    elif shape == 2:
-        keys, values = zip(*items)
-        timestamps = headers = None
-    else:
+    if not 2 <= shape <= 4:
         return None
+    # a column by itemgetter, not zip(*items), which makes an iterator per record: thousands of objects
+    # the cyclic garbage collector tracks, each a step towards a collection of everything young
+    keys: List[Any] = list(map(itemgetter(0), items))
+    values: List[Any] = list(map(itemgetter(1), items))
+    timestamps = list(map(itemgetter(2), items)) if shape > 2 else None
+    headers = list(map(itemgetter(3), items)) if shape > 3 else None
     table, widths = _zigzag_tables()
     top = len(table)
     # each record: length, attributes, timestamp delta, offset delta, key, value, header count and headers;
@@ -1359,9 +1423,10 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
         columns.append(repeat(b"\x00", count))
         sizes.append(1)
     else:
-        if None in timestamps:
+        types = set(map(type, timestamps))
+        if types <= _INT_NONE_TYPES and type(None) in types:  # records without one get the current time
             timestamps = [now if t is None else t for t in timestamps]
-        if set(map(type, timestamps)) != _INT_TYPE:
+        elif types != _INT_TYPE:
             return None
         base_ts, low, max_ts = timestamps[0], min(timestamps), max(timestamps)
         if low < _I64_MIN or max_ts > _I64_MAX or max_ts - base_ts > _I64_MAX or low - base_ts < _I64_MIN:
@@ -1381,8 +1446,13 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
         varints = list(chain(table, map(_zigzag, range(top, count))))
         columns.append(varints)
         sizes.append(map(len, varints))
+    apart = []  # the columns of keys or values large enough to stay pieces of their own (see below)
     largest_key = _binary_columns(keys, count, table, widths, columns, sizes)
+    if largest_key is not None and largest_key >= _OWN_PIECE:
+        apart.append(len(columns))  # its index once the lengths are inserted before all columns
     largest_value = _binary_columns(values, count, table, widths, columns, sizes)
+    if largest_value is not None and largest_value >= _OWN_PIECE:
+        apart.append(len(columns))
     if largest_key is None or largest_value is None:
         return None
     if not headers or not any(headers):
@@ -1395,6 +1465,7 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
         bodies = list(map(b"".join, zip(*columns)))
         columns = [bodies]
         lengths = list(map(len, bodies))
+        apart = []
     else:  # large ones: not copied but once, into the batch; their lengths summed from the widths
         fixed = sum([w for w in sizes if type(w) is int])
         varying = [w for w in sizes if type(w) is not int]
@@ -1409,10 +1480,38 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
         varints = list(map(_zigzag, lengths))
         columns.insert(0, varints)
         size = sum(lengths) + sum(map(len, varints))
+    if apart:
+        columns = _join_between(columns, apart)
     return list(chain.from_iterable(zip(*columns))), size, count, base_ts, max_ts
 
 
-def _binary_columns(column: Tuple[Any, ...], count: int, table: List[bytes], widths: List[int],
+#: A key or value column whose largest item has this many bytes stays pieces of its own; the small pieces
+#: between two such are joined record by record (see :func:`_join_between`).
+_OWN_PIECE = 1024
+
+
+def _join_between(columns: List[Iterable[bytes]], apart: List[int]) -> List[Iterable[bytes]]:
+    """The columns with each run of columns between two of those at ``apart`` joined record by record.
+
+    Why: the batch CRC is summed over the pieces where they lie (no copy of megabytes of records), a call
+    per piece at ~0.25 us; ten pieces a record cost more than the CRC of a 10 KB value.  Joining the small
+    ones (varints, header fields) leaves about three a record."""
+    out: List[Iterable[bytes]] = []
+    run: List[Iterable[bytes]] = []
+    for index, column in enumerate(columns):
+        if index in apart:
+            if run:
+                out.append(run[0] if len(run) == 1 else map(b"".join, zip(*run)))
+                run = []
+            out.append(column)
+        else:
+            run.append(column)
+    if run:
+        out.append(run[0] if len(run) == 1 else map(b"".join, zip(*run)))
+    return out
+
+
+def _binary_columns(column: Sequence[Any], count: int, table: List[bytes], widths: List[int],
                     columns: List[Iterable[bytes]], sizes: List[Any]) -> Optional[int]:
     """Add the pieces (length varint, bytes) of a column of ``bytes``/``None`` (null: length -1, no bytes) to
     ``columns`` and their widths to ``sizes``; return the largest length (0 if all are null), ``None`` if
@@ -1457,7 +1556,7 @@ def _header_columns(headers: Tuple[Any, ...], count: int, table: List[bytes], wi
         pairs = list(map(itemgetter(0), headers))
         if set(map(type, pairs)) != _TUPLE_TYPE or set(map(len, pairs)) != {2}:
             return False
-        names, values = zip(*pairs)
+        names, values = list(map(itemgetter(0), pairs)), list(map(itemgetter(1), pairs))
         if set(map(type, names)) != _STR_TYPE:
             return False
         prefixed = {}
@@ -1467,7 +1566,7 @@ def _header_columns(headers: Tuple[Any, ...], count: int, table: List[bytes], wi
             except UnicodeEncodeError:
                 return False
             prefixed[name] = b"\x02" + _zigzag(len(raw)) + raw  # header count 1, key length, key
-        columns.append(map(prefixed.__getitem__, names))
+        columns.append(map(prefixed.__getitem__, names) if len(prefixed) > 1 else repeat(prefixed[names[0]], count))
         sizes.append([len(prefixed[name]) for name in names] if len(prefixed) > 1 else len(prefixed[names[0]]))
         return _binary_columns(values, count, table, widths, columns, sizes) is not None
     try:
@@ -1640,8 +1739,9 @@ def encode_batch(
     # more than copying them), a copy that a batch of large records (several MB) would pay in page faults.
     crc = crc32c(head)
     if size >= _CRC_BY_PIECE * len(pieces):
+        add = crc32c_table if _crc32c_c is None else _crc32c_c
         for piece in pieces:
-            crc = crc32c(piece, crc)
+            crc = add(piece, crc)
     else:
         pieces = [b"".join(pieces)]
         crc = crc32c(pieces[0], crc)
