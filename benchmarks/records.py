@@ -27,6 +27,8 @@ implementations timed minutes apart.  Now a case -- one set, one codec -- is tim
 * ``gc.collect()`` runs before every sample of every implementation (untimed), so each starts with an
   empty young generation; the garbage collector stays enabled throughout, so collections a decoder's own
   allocations trigger are part of its time;
+* a sample is timed in CPU seconds of this process (``time.process_time``: user and system time of all its
+  threads, so page faults and any helper threads count, time spent waiting for a core does not);
 * the figure is the fastest sample (seconds per call; interference only ever adds time, so the minimum is
   the stable estimate of the work itself); ``spread`` is how much slower the median sample was, a
   measure of the noise in that figure.  Ratios are between those best figures.
@@ -271,10 +273,10 @@ def calls_per_sample(fn: Callable[[], Any], sample: float) -> int:
     while True:
         for step in (1, 2, 5):
             calls = number * step
-            start = time.perf_counter()
+            start = time.process_time()
             for _ in range(calls):
                 fn()
-            if time.perf_counter() - start >= sample:
+            if time.process_time() - start >= sample:
                 return calls
         number *= 10
 
@@ -298,10 +300,10 @@ def measure_case(fns: Dict[Key, Callable[[], Any]], args: argparse.Namespace) ->
         for key in active:
             fn, calls = fns[key], numbers[key]
             gc.collect()
-            start = time.perf_counter()
+            start = time.process_time()
             for _ in range(calls):
                 fn()
-            elapsed = time.perf_counter() - start
+            elapsed = time.process_time() - start
             samples[key].append(elapsed / calls)
             spent[key] += elapsed
     result = {}
@@ -338,7 +340,7 @@ def main() -> None:
     parser.add_argument("--v2-codec", default="none,lz4,zstd", help="codecs of the magic 2 cases")
     parser.add_argument("--impl", default=",".join(IMPLS))
     parser.add_argument("--rounds", type=int, default=30, help="interleaved timing rounds per case (see above)")
-    parser.add_argument("--sample", type=float, default=0.005, help="least seconds of one timed sample")
+    parser.add_argument("--sample", type=float, default=0.002, help="least seconds of one timed sample")
     parser.add_argument("--budget", type=float, default=0.5,
                         help="seconds of samples after which a slow function stops (given 5 samples)")
     args = parser.parse_args()
