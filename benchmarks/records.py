@@ -3,7 +3,8 @@ magic 0/1 message sets and magic 2 record batches.
 
 Runs everything in one process, so the ratios are comparable even where absolute figures drift.  Decode
 means: parse the set and touch ``offset``, ``key`` and ``value`` of every message; ``decode+h`` (magic 2)
-touches ``headers`` too (every implementation builds a record's headers with the record);
+touches ``headers`` too (every implementation builds a record's headers with the record; kproto-cython
+refills the header tuples of records the loop has dropped instead of allocating new ones);
 encode means: build the set from ``(key, value[, timestamp[, headers]])`` data.  Magic 2 records carry one
 header (``trace``: 8 bytes); every magic 2 decoder checks the batch CRC-32C.  All decoders read the same bytes (encoded by kproto).  The
 ``crc32`` row is zlib.crc32 over the uncompressed message set: the physical bound for any CRC-checking
@@ -16,7 +17,8 @@ ranged from 1.8 to 3.3 ms with no context switch in it, and wall time up to 10 m
 the fastest calls agreed to 1-2 %; no garbage collection ran during any of these calls (the objects a
 record makes are freed before the next one is made) and none page-faulted.  So "best of 3 rounds of
 0.2 s", the method before, swung by up to 1.6x between two ops doing identical work, and by more between
-implementations timed minutes apart.  Now a case -- one set, one codec -- is timed as a whole:
+implementations timed minutes apart.  Now a case -- one set, one codec -- is timed as a whole (at load 8 on
+2 cores, three runs of that case gave ratios within 5 % of each other, where wall-clock bests swung 4x):
 
 * every (implementation, op) of the case runs once first (warm-up), and is given the number of calls that
   fills one sample of at least ``--sample`` seconds (1, 2, 5, 10, 20, ... calls);
