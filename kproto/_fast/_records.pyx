@@ -2061,11 +2061,11 @@ cdef inline bint same_bytes(const uint8_t* a, const uint8_t* b, Py_ssize_t n) no
     return True
 
 
-# A consumer that reads records one at a time drops each record soon after it takes the next; its headers
-# tuple and their (key, value) pairs are then held by nothing but the batch.  build_headers fills those again
-# instead of allocating and freeing two tuples per record -- what zip() and dict.items() do with their result
-# tuples, and what PyTuple_SetItem allows: a tuple whose only reference is ours has no other observer.  A
-# record that is kept (or headers or a pair held anywhere else) raises the count, and fresh tuples are made.
+# A consumer reading records one at a time drops each soon after taking the next; its headers tuple and pairs
+# are then held by the batch alone, and build_headers refills them instead of allocating two tuples a record,
+# as zip() does with its result tuple (PyTuple_SetItem's rule: a tuple only we hold has no other observer).
+# Kept records, headers or pairs raise the count and get fresh tuples.  They hold only str, bytes and None, so
+# no cycle: whether the collector still tracks them (it may untrack such tuples) never matters.
 cdef extern from *:
     """
     #ifdef Py_GIL_DISABLED
