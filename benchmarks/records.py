@@ -3,7 +3,8 @@ magic 0/1 message sets and magic 2 record batches.
 
 Runs everything in one process, so the ratios are comparable even where absolute figures drift.  Decode
 means: parse the set and touch ``offset``, ``key`` and ``value`` of every message; ``decode+h`` (magic 2)
-touches ``headers`` too (every implementation builds a record's headers with the record);
+touches ``headers`` too (every implementation builds a record's headers with the record; kproto-cython
+refills the header tuples of records the loop has dropped instead of allocating new ones);
 encode means: build the set from ``(key, value[, timestamp[, headers]])`` data.  Magic 2 records carry one
 header (``trace``: 8 bytes); every magic 2 decoder checks the batch CRC-32C.  All decoders read the same bytes (encoded by kproto).  The
 ``crc32`` row is zlib.crc32 over the uncompressed message set: the physical bound for any CRC-checking
@@ -16,7 +17,8 @@ ranged from 1.8 to 3.3 ms with no context switch in it, and wall time up to 10 m
 the fastest calls agreed to 1-2 %; no garbage collection ran during any of these calls (the objects a
 record makes are freed before the next one is made) and none page-faulted.  So "best of 3 rounds of
 0.2 s", the method before, swung by up to 1.6x between two ops doing identical work, and by more between
-implementations timed minutes apart.  Now a case -- one set, one codec -- is timed as a whole:
+implementations timed minutes apart.  Now a case -- one set, one codec -- is timed as a whole (at load 8 on
+2 cores, three runs of that case gave ratios within 5 % of each other, where wall-clock bests swung 4x):
 
 * every (implementation, op) of the case runs once first (warm-up), and is given the number of calls that
   fills one sample of at least ``--sample`` seconds (1, 2, 5, 10, 20, ... calls);
@@ -27,6 +29,8 @@ implementations timed minutes apart.  Now a case -- one set, one codec -- is tim
 * ``gc.collect()`` runs before every sample of every implementation (untimed), so each starts with an
   empty young generation; the garbage collector stays enabled throughout, so collections a decoder's own
   allocations trigger are part of its time;
+* a sample is timed in CPU seconds of this process (``time.process_time``: user and system time of all its
+  threads, so page faults and any helper threads count, time spent waiting for a core does not);
 * the figure is the fastest sample (seconds per call; interference only ever adds time, so the minimum is
   the stable estimate of the work itself); ``spread`` is how much slower the median sample was, a
   measure of the noise in that figure.  Ratios are between those best figures.
@@ -300,10 +304,10 @@ def calls_per_sample(fn: Callable[[], Any], sample: float) -> int:
     while True:
         for step in (1, 2, 5):
             calls = number * step
-            start = time.perf_counter()
+            start = time.process_time()
             for _ in range(calls):
                 fn()
-            if time.perf_counter() - start >= sample:
+            if time.process_time() - start >= sample:
                 return calls
         number *= 10
 
@@ -327,10 +331,10 @@ def measure_case(fns: Dict[Key, Callable[[], Any]], args: argparse.Namespace) ->
         for key in active:
             fn, calls = fns[key], numbers[key]
             gc.collect()
-            start = time.perf_counter()
+            start = time.process_time()
             for _ in range(calls):
                 fn()
-            elapsed = time.perf_counter() - start
+            elapsed = time.process_time() - start
             samples[key].append(elapsed / calls)
             spent[key] += elapsed
     result = {}
@@ -367,7 +371,7 @@ def main() -> None:
     parser.add_argument("--v2-codec", default="none,lz4,zstd", help="codecs of the magic 2 cases")
     parser.add_argument("--impl", default=",".join(IMPLS))
     parser.add_argument("--rounds", type=int, default=30, help="interleaved timing rounds per case (see above)")
-    parser.add_argument("--sample", type=float, default=0.005, help="least seconds of one timed sample")
+    parser.add_argument("--sample", type=float, default=0.002, help="least seconds of one timed sample")
     parser.add_argument("--budget", type=float, default=0.5,
                         help="seconds of samples after which a slow function stops (given 5 samples)")
     args = parser.parse_args()

@@ -72,6 +72,8 @@ def main(argv=None) -> int:
                         except KprotoError:
                             pass
                         try:  # records of any magic: objects (headers built lazily), columns, re-encoding
+                            for r in fast.decode_records(payload, check, 1 << 18):  # each dropped: tuples refilled
+                                r.headers
                             records = list(fast.decode_records(payload, check, 1 << 18))
                             [r.headers for r in records]
                             _record_json.record_list_json(iter(records), len(records))

@@ -166,3 +166,33 @@ def test_arrow_batches_are_the_same_on_both_backends(both_codecs):
     assert batch.column("key").to_pylist() == [None, b"k", None, b"b", b"c"]
     assert batch.column("is_transactional").to_pylist() == [True, True, False, False, False]
     assert batch.column("headers").to_pylist()[0] == [{"key": "h", "value": None}]
+
+
+def test_records_headers_and_pairs_held_or_dropped_while_iterating(both_codecs):
+    """The compiled iterator refills the headers tuples of records nobody holds any more (not those of the
+    record the loop still holds); records, headers tuples and (key, value) pairs that are held, in any mix
+    and with zero to two headers a record, keep their own values."""
+    fast, pure = both_codecs
+    items = [(None, b"v%d" % i, i, [("trace", b"%d" % i), ("n", None if i % 4 else b"x")][: i % 3]) for i in range(40)]
+    wire = build(pure, [(2, items, None, 0, False)])
+    expected = [record_fields(r) for r in pure.decode_records(wire)]
+    seen, held = [], []
+    for i, r in enumerate(fast.decode_records(wire)):
+        seen.append(record_fields(r))
+        if i % 4 == 1:
+            held.append((i, "record", r))
+        elif i % 4 == 2:
+            held.append((i, "headers", r.headers))
+        elif i % 4 == 3 and r.headers:
+            held.append((i, "pair", r.headers[-1]))
+    assert seen == expected
+    for i, kind, thing in held:
+        if kind == "record":
+            assert record_fields(thing) == expected[i]
+        elif kind == "headers":
+            assert thing == expected[i][4]
+        else:
+            assert thing == expected[i][4][-1]
+    decoded = fast.decode_records(wire)
+    assert [record_fields(r) for r in decoded] == expected == [record_fields(r) for r in decoded]
+    assert record_fields(decoded.batches[0].records[38]) == expected[38]

@@ -1672,17 +1672,94 @@ cdef struct BatchInfo:
     bint control
 
 
+cdef Py_ssize_t varint_slow(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int limit, int64_t* out) noexcept nogil:
+    """read_varint out of line, so that quick_varint stays small enough to be inlined everywhere."""
+    return read_varint(buf, p, stop, limit, out)
+
+
+cdef inline Py_ssize_t quick_varint(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int limit,
+                                    int64_t* out) noexcept nogil:
+    """read_varint, same results, with the one and two byte cases (values of -8192 to 8191) inline."""
+    cdef uint32_t raw
+    if p < stop:
+        raw = buf[p]
+        if raw < 0x80:
+            out[0] = <int64_t>(raw >> 1) ^ -<int64_t>(raw & 1)
+            return p + 1
+        if p + 1 < stop and buf[p + 1] < 0x80:
+            raw = (raw & 0x7F) | (<uint32_t>buf[p + 1] << 7)
+            out[0] = <int64_t>(raw >> 1) ^ -<int64_t>(raw & 1)
+            return p + 2
+    return varint_slow(buf, p, stop, limit, out)
+
+
+cdef inline bint leaves_int64(int64_t base, int64_t delta) noexcept nogil:
+    return (delta > 0 and base > INT64_MAX - delta) or (delta < 0 and base < INT64_MIN - delta)
+
+
+cdef inline Py_ssize_t varbytes_end(const uint8_t* buf, Py_ssize_t q, Py_ssize_t end) noexcept nogil:
+    """The end of the varint length (-1: null) and the bytes at ``q``, if they fit before ``end``; else -1."""
+    cdef int64_t n
+    q = quick_varint(buf, q, end, 5, &n)
+    if q < 0 or n < -1 or n > end - q:
+        return -1
+    return q + n if n > 0 else q
+
+
+cdef inline Py_ssize_t record_end(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, BatchInfo* info) noexcept nogil:
+    """The end of the record at ``p`` if it passes every check of check_records and its header keys are ASCII;
+    else -1, and check_records takes the record the long way (which raises its error, or accepts it).
+
+    One record's checks with no Python object and no exception check between them: the object decode's
+    validation pass, in the time of a scan."""
+    cdef int64_t length, ts_delta, off_delta, nheaders, hk
+    cdef Py_ssize_t q, end, h
+    q = quick_varint(buf, p, stop, 5, &length)
+    if q < 0 or length < 6 or length > stop - q:
+        return -1
+    end = q + length
+    q = quick_varint(buf, q + 1, end, 10, &ts_delta)
+    if q < 0 or leaves_int64(info.base_timestamp, ts_delta):
+        return -1
+    q = quick_varint(buf, q, end, 5, &off_delta)
+    if q < 0 or leaves_int64(info.base_offset, off_delta):
+        return -1
+    q = varbytes_end(buf, q, end)  # key
+    if q < 0:
+        return -1
+    q = varbytes_end(buf, q, end)  # value
+    if q < 0:
+        return -1
+    q = quick_varint(buf, q, end, 5, &nheaders)
+    if q < 0 or nheaders < 0 or nheaders > end - q:
+        return -1
+    for h in range(nheaders):
+        q = quick_varint(buf, q, end, 5, &hk)
+        if q < 0 or hk < 0 or hk > end - q or not is_ascii(buf + q, hk):
+            return -1
+        q = varbytes_end(buf, q + hk, end)  # header value
+        if q < 0:
+            return -1
+    return end if q == end else -1
+
+
 cdef Py_ssize_t check_records(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int32_t count, BatchInfo* info,
                               _Columns cols, bint crc_ok) except -1:
     """Validate ``count`` records in ``buf[p:stop]`` (and with ``cols``, add them as rows); return their end.
 
-    Same checks, same order, same messages as ``_records_into`` of the pure twin."""
+    Same checks, same order, same messages as ``_records_into`` of the pure twin.  Without ``cols`` a record
+    that record_end accepts is done; any other is checked below, where its first error is raised."""
     cdef int32_t i
     cdef int64_t length, ts_delta, off_delta, offset, timestamp, klen, vlen, nheaders, hk, hv
     cdef Py_ssize_t q, end, key_end, value_end, h, start
     if cols is not None:
         cols.reserve(count, stop - p)
     for i in range(count):
+        if cols is None:
+            end = record_end(buf, p, stop, info)
+            if end >= 0:
+                p = end
+                continue
         if p >= stop:
             raise DecodeError(f"the batch holds fewer records than its records count {count}", p)
         q = need_varint(buf, p, stop, 5, &length, "record length")
@@ -1731,17 +1808,6 @@ cdef Py_ssize_t check_records(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop,
                             info.base_offset, info.leader_epoch)
         p = end
     return p
-
-
-cdef inline Py_ssize_t quick_varint(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int limit,
-                                    int64_t* out) noexcept nogil:
-    """read_varint with the two byte case first (lengths of 64 B to 8 KiB); same results."""
-    cdef uint32_t raw
-    if p + 1 < stop and buf[p] >= 0x80 and buf[p + 1] < 0x80:
-        raw = (buf[p] & 0x7F) | (<uint32_t>buf[p + 1] << 7)
-        out[0] = <int64_t>(raw >> 1) ^ -<int64_t>(raw & 1)
-        return p + 2
-    return read_varint(buf, p, stop, limit, out)
 
 
 cdef Py_ssize_t add_records(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int32_t count, BatchInfo* info,
@@ -1995,20 +2061,88 @@ cdef inline object new_binary(const uint8_t* buf, Py_ssize_t at, int64_t n):
     return None if n < 0 else PyBytes_FromStringAndSize(<char*>buf + at, <Py_ssize_t>n)
 
 
+cdef inline bint same_bytes(const uint8_t* a, const uint8_t* b, Py_ssize_t n) noexcept nogil:
+    """memcmp(a, b, n) == 0 without a library call for the short header keys producers use."""
+    cdef Py_ssize_t i
+    if n > 16:
+        return memcmp(a, b, n) == 0
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+# A consumer reading records one at a time drops each soon after taking the next; its headers tuple and pairs
+# are then held by the batch alone, and build_headers refills them instead of allocating two tuples a record,
+# as zip() does with its result tuple (PyTuple_SetItem's rule: a tuple only we hold has no other observer).
+# Kept records, headers or pairs raise the count and get fresh tuples.  They hold only str, bytes and None, so
+# no cycle: whether the collector still tracks them (it may untrack such tuples) never matters.
+cdef extern from *:
+    """
+    #ifdef Py_GIL_DISABLED
+    #define KPROTO_SOLE_REFERENCE(o) 0  /* another thread may be taking a reference as we look */
+    #else
+    #define KPROTO_SOLE_REFERENCE(o) (Py_REFCNT(o) == 1)
+    #endif
+    static int kproto_reusable_headers(PyObject *headers, Py_ssize_t n) {
+        return headers != Py_None && KPROTO_SOLE_REFERENCE(headers) && PyTuple_GET_SIZE(headers) == n;
+    }
+    /* headers[h] = (key, value): the pair already there refilled if only headers holds it, else a new one */
+    static int kproto_set_header(PyObject *headers, Py_ssize_t h, PyObject *key, PyObject *value) {
+        PyObject *pair = PyTuple_GET_ITEM(headers, h), *old;
+        if (pair != NULL && KPROTO_SOLE_REFERENCE(pair)) {
+            old = PyTuple_GET_ITEM(pair, 0);
+            if (old != key) {
+                Py_INCREF(key);
+                PyTuple_SET_ITEM(pair, 0, key);
+                Py_DECREF(old);
+            }
+            old = PyTuple_GET_ITEM(pair, 1);
+            Py_INCREF(value);
+            PyTuple_SET_ITEM(pair, 1, value);
+            Py_DECREF(old);
+            return 0;
+        }
+        PyObject *fresh = PyTuple_New(2);
+        if (fresh == NULL)
+            return -1;
+        Py_INCREF(key);
+        PyTuple_SET_ITEM(fresh, 0, key);
+        Py_INCREF(value);
+        PyTuple_SET_ITEM(fresh, 1, value);
+        PyTuple_SET_ITEM(headers, h, fresh);
+        Py_XDECREF(pair);
+        return 0;
+    }
+    """
+    bint kproto_reusable_headers(PyObject* headers, Py_ssize_t n)
+    int kproto_set_header(object headers, Py_ssize_t h, object key, object value) except -1
+
+
 cdef tuple build_headers(_BatchRecords batch, const uint8_t* buf, Py_ssize_t q, Py_ssize_t end):
     """The headers at ``q`` (the header count) of a validated record of ``batch`` ending at ``end``.
 
     A header key with the same bytes as the key at the same place in the batch's previous record with
-    headers (producers attach the same keys in the same order) reuses that record's ``str``."""
+    headers (producers attach the same keys in the same order) reuses that record's ``str``; the tuples
+    are the previous record's, refilled, when nothing else holds them (see above)."""
     cdef int64_t nheaders, hk, hv
     cdef Py_ssize_t h
     cdef tuple headers
     cdef object key
-    q = read_varint(buf, q, end, 5, &nheaders)
-    headers = PyTuple_New(nheaders)
+    q = quick_varint(buf, q, end, 5, &nheaders)
+    if kproto_reusable_headers(<PyObject*>batch.older_headers, nheaders):
+        headers = batch.older_headers
+        batch.older_headers = batch.last_headers
+        batch.last_headers = headers
+    elif kproto_reusable_headers(<PyObject*>batch.last_headers, nheaders):
+        headers = batch.last_headers
+    else:
+        headers = PyTuple_New(nheaders)
+        batch.older_headers = batch.last_headers
+        batch.last_headers = headers
     for h in range(nheaders):
-        q = read_varint(buf, q, end, 5, &hk)
-        if h < KEY_CACHE and batch.key_size[h] == hk + 1 and memcmp(buf + q, batch.key_at[h], hk) == 0:
+        q = quick_varint(buf, q, end, 5, &hk)
+        if h < KEY_CACHE and batch.key_size[h] == hk + 1 and same_bytes(buf + q, batch.key_at[h], hk):
             key = <object>PyList_GET_ITEM(batch.keys, h)
         else:
             key = PyUnicode_DecodeUTF8(<char*>buf + q, hk, NULL)
@@ -2019,12 +2153,10 @@ cdef tuple build_headers(_BatchRecords batch, const uint8_t* buf, Py_ssize_t q, 
                 batch.key_at[h] = buf + q
                 batch.key_size[h] = hk + 1
         q += hk
-        q = read_varint(buf, q, end, 5, &hv)
-        pair = (key, new_binary(buf, q, hv))
+        q = quick_varint(buf, q, end, 5, &hv)
+        kproto_set_header(headers, h, key, new_binary(buf, q, hv))
         if hv > 0:
             q += hv
-        Py_INCREF(pair)
-        PyTuple_SET_ITEM(headers, h, pair)
     return headers
 
 
@@ -2035,16 +2167,16 @@ cdef Record build_record(_BatchRecords batch, Py_ssize_t* position):
     cdef Py_ssize_t p = position[0], end, q
     cdef int64_t length, ts_delta, off_delta, klen, vlen
     cdef Record r = Record.__new__(Record)
-    p = read_varint(buf, p, p + 5, 5, &length)
+    p = quick_varint(buf, p, p + 5, 5, &length)
     end = p + length
     r.attributes = buf[p]
-    q = read_varint(buf, p + 1, end, 10, &ts_delta)
-    q = read_varint(buf, q, end, 5, &off_delta)
-    q = read_varint(buf, q, end, 5, &klen)
+    q = quick_varint(buf, p + 1, end, 10, &ts_delta)
+    q = quick_varint(buf, q, end, 5, &off_delta)
+    q = quick_varint(buf, q, end, 5, &klen)
     r.key = new_binary(buf, q, klen)
     if klen > 0:
         q += klen
-    q = read_varint(buf, q, end, 5, &vlen)
+    q = quick_varint(buf, q, end, 5, &vlen)
     r.value = new_binary(buf, q, vlen)
     if vlen > 0:
         q += vlen
@@ -2077,6 +2209,10 @@ cdef class _BatchRecords:
     cdef list keys
     cdef const uint8_t* key_at[KEY_CACHE]
     cdef Py_ssize_t key_size[KEY_CACHE]
+    # the headers tuples of the last two records build_headers made, refilled when only this holds them (two:
+    # `for r in records` still holds the last record while it asks for the next)
+    cdef tuple last_headers
+    cdef tuple older_headers
 
     def __iter__(self):
         if self.built is not None:
