@@ -2614,6 +2614,10 @@ cdef object header_list(object headers, Py_ssize_t index):
     return normalize_headers(headers, index)
 
 
+cdef enum:
+    ENCODE_PRESIZE_MAX = 64 << 20  # the most encode_batch reserves up front from its first record's size
+
+
 def encode_batch(records, int64_t base_offset, int codec, int64_t producer_id, int producer_epoch,
                  int32_t base_sequence, int attributes, int32_t partition_leader_epoch, int64_t now):
     """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
@@ -2681,6 +2685,12 @@ def encode_batch(records, int64_t base_offset, int codec, int64_t producer_id, i
                 length += varint_size(hklen) + hklen + varint_size(hvlen) + (hvlen if hvlen > 0 else 0)
             if length > I32_MAX:
                 raise EncodeError(f"record {index}: larger than 2 GiB")
+            if index == 0 and (type(records) is list or type(records) is tuple):
+                # Producers batch records of one shape: size the buffer for all of them at once, so it is not
+                # copied at every doubling on the way (and, past glibc's mmap threshold, fresh pages are not
+                # faulted in at each copy). Capped, and only virtual until written: a wrong guess costs
+                # nothing but the growth it was meant to save.
+                out_reserve(&out, min(len(records) * (5 + length), ENCODE_PRESIZE_MAX))
             w = out_reserve(&out, 5 + length)
             at = write_varint(w, length)
             w[at] = 0
