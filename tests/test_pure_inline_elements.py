@@ -50,7 +50,8 @@ def _outcome(cls, data, version):
         return ("error", type(exc).__name__, getattr(exc, "offset", None), getattr(exc, "path", None))
 
 
-@pytest.mark.parametrize("cls,version,msg", list(_bodies()), ids=lambda x: getattr(x, "__name__", str(x)))
+@pytest.mark.parametrize("cls,version,msg", [pytest.param(*case, id=f"{case[0].__name__}-v{case[1]}")
+                                              for case in _bodies()])
 def test_inline_elements_agree_with_the_element_decoders(cls, version, msg):
     from fuzz.twin_backends import load_pure_codecs
 
