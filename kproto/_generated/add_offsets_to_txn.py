@@ -75,7 +75,7 @@ def _dec_AddOffsetsToTxnRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -97,7 +97,7 @@ def _dec_AddOffsetsToTxnRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -185,7 +185,7 @@ def _dec_AddOffsetsToTxnRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -221,7 +221,7 @@ def _dec_AddOffsetsToTxnRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id

@@ -87,7 +87,7 @@ def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
         else:
             try:
-                f_v3_and_below_transactional_id = buf[pos:pos + n_v3_and_below_transactional_id].decode()
+                f_v3_and_below_transactional_id = buf[pos:pos + n_v3_and_below_transactional_id].decode() if n_v3_and_below_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('v3_and_below_transactional_id', pos, exc) from None
         pos += n_v3_and_below_transactional_id
@@ -105,7 +105,7 @@ def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
     if n_v3_and_below_topics < 0 or n_v3_and_below_topics > (end - pos) // 6:
         raise _w.bad_count('v3_and_below_topics', pos - 4, n_v3_and_below_topics, end, 6, 4)
     f_v3_and_below_topics = []
-    if cython.compiled or n_v3_and_below_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -114,6 +114,40 @@ def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("v3_and_below_topics[%d]" % i)
         pos = cur.pos
+    elif n_v3_and_below_topics:
+        # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0 reads it.
+        try:
+            for i in range(n_v3_and_below_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                obj__1 = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_v3_and_below_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("v3_and_below_topics[%d]" % i)
     if cython.compiled:
         obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
     else:
@@ -193,7 +227,7 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
         else:
             try:
-                f_v3_and_below_transactional_id = buf[pos:pos + n_v3_and_below_transactional_id].decode()
+                f_v3_and_below_transactional_id = buf[pos:pos + n_v3_and_below_transactional_id].decode() if n_v3_and_below_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('v3_and_below_transactional_id', pos, exc) from None
         pos += n_v3_and_below_transactional_id
@@ -225,7 +259,7 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
     if n_v3_and_below_topics < 0 or n_v3_and_below_topics > (end - pos) // 3:
         raise _w.bad_count('v3_and_below_topics', pos - 1, n_v3_and_below_topics, end, 3, 1)
     f_v3_and_below_topics = []
-    if cython.compiled or n_v3_and_below_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -234,6 +268,55 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("v3_and_below_topics[%d]" % i)
         pos = cur.pos
+    elif n_v3_and_below_topics:
+        # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3 reads it.
+        try:
+            for i in range(n_v3_and_below_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_v3_and_below_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("v3_and_below_topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -324,7 +407,7 @@ def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
     if n_transactions < 0 or n_transactions > (end - pos) // 14:
         raise _w.bad_count('transactions', pos - 1, n_transactions, end, 14, 1)
     f_transactions = []
-    if cython.compiled or n_transactions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -333,6 +416,110 @@ def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("transactions[%d]" % i)
         pos = cur.pos
+    elif n_transactions:
+        # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4 reads it.
+        try:
+            for i in range(n_transactions):
+                if pos < end and buf[pos] < 128:
+                    n_transactional_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_transactional_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_transactional_id__1, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+                    n_transactional_id__1 -= 1
+                if 0 <= n_transactional_id__1 <= end - pos:
+                    try:
+                        f_transactional_id__1 = buf[pos:pos + n_transactional_id__1].decode() if n_transactional_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('transactional_id', pos, exc) from None
+                    pos += n_transactional_id__1
+                else:
+                    raise _w.bad_sized('transactional_id', pos, n_transactional_id__1, end, 1, False)
+                if end - pos < 11:
+                    raise _w.short_run(_RUN_producer_id__verify_only, pos, end)
+                f_producer_id__1, f_producer_epoch__1, f_verify_only__1 = _S_qhb.unpack_from(buf, pos)
+                pos += 11
+                if f_verify_only__1 != 0 and f_verify_only__1 != 1:
+                    raise _w.bad_bool('verify_only', pos - 1, f_verify_only__1)
+                b_verify_only__1 = f_verify_only__1 == 1
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 4, 1)
+                            if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                            else:
+                                f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                            pos += n_partitions__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
+                obj__1.transactional_id = f_transactional_id__1
+                obj__1.producer_id = f_producer_id__1
+                obj__1.producer_epoch = f_producer_epoch__1
+                obj__1.verify_only = b_verify_only__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_transactions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("transactions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -408,7 +595,7 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -444,7 +631,7 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -453,6 +640,55 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -538,7 +774,7 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -636,7 +872,7 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -742,7 +978,7 @@ def _dec_AddPartitionsToTxnResponse_v0(buf, cur, end):
     if n_results_by_topic_v3_and_below < 0 or n_results_by_topic_v3_and_below > (end - pos) // 6:
         raise _w.bad_count('results_by_topic_v3_and_below', pos - 4, n_results_by_topic_v3_and_below, end, 6, 4)
     f_results_by_topic_v3_and_below = []
-    if cython.compiled or n_results_by_topic_v3_and_below:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -751,6 +987,51 @@ def _dec_AddPartitionsToTxnResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results_by_topic_v3_and_below[%d]" % i)
         pos = cur.pos
+    elif n_results_by_topic_v3_and_below:
+        # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0 reads it.
+        try:
+            for i in range(n_results_by_topic_v3_and_below):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_results_by_partition, pos, end)
+                n_results_by_partition__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_results_by_partition__1 < 0 or n_results_by_partition__1 > (end - pos) // 6:
+                    raise _w.bad_count('results_by_partition', pos - 4, n_results_by_partition__1, end, 6, 4)
+                f_results_by_partition__1 = []
+                if n_results_by_partition__1:
+                    # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0 reads it.
+                    try:
+                        for i__1 in range(n_results_by_partition__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
+                            f_partition_index__2, f_partition_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            obj__2 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.partition_error_code = f_partition_error_code__2
+                            obj__2.unknown_tagged_fields = []
+                            f_results_by_partition__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("results_by_partition[%d]" % i__1)
+                obj__1 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+                obj__1.name = f_name__1
+                obj__1.results_by_partition = f_results_by_partition__1
+                obj__1.unknown_tagged_fields = []
+                f_results_by_topic_v3_and_below.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results_by_topic_v3_and_below[%d]" % i)
     if cython.compiled:
         obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
     else:
@@ -813,7 +1094,7 @@ def _dec_AddPartitionsToTxnResponse_v3(buf, cur, end):
     if n_results_by_topic_v3_and_below < 0 or n_results_by_topic_v3_and_below > (end - pos) // 3:
         raise _w.bad_count('results_by_topic_v3_and_below', pos - 1, n_results_by_topic_v3_and_below, end, 3, 1)
     f_results_by_topic_v3_and_below = []
-    if cython.compiled or n_results_by_topic_v3_and_below:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -822,6 +1103,71 @@ def _dec_AddPartitionsToTxnResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results_by_topic_v3_and_below[%d]" % i)
         pos = cur.pos
+    elif n_results_by_topic_v3_and_below:
+        # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3 reads it.
+        try:
+            for i in range(n_results_by_topic_v3_and_below):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_results_by_partition__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_results_by_partition__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_results_by_partition__1, pos = _w.read_uvarint(buf, pos, end, 'results_by_partition')
+                    n_results_by_partition__1 -= 1
+                if n_results_by_partition__1 < 0 or n_results_by_partition__1 > (end - pos) // 7:
+                    raise _w.bad_count('results_by_partition', pos - 1, n_results_by_partition__1, end, 7, 1)
+                f_results_by_partition__1 = []
+                if n_results_by_partition__1:
+                    # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3 reads it.
+                    try:
+                        for i__1 in range(n_results_by_partition__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
+                            f_partition_index__2, f_partition_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.partition_error_code = f_partition_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_results_by_partition__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("results_by_partition[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+                obj__1.name = f_name__1
+                obj__1.results_by_partition = f_results_by_partition__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results_by_topic_v3_and_below.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results_by_topic_v3_and_below[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -899,7 +1245,7 @@ def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
     if n_results_by_transaction < 0 or n_results_by_transaction > (end - pos) // 3:
         raise _w.bad_count('results_by_transaction', pos - 1, n_results_by_transaction, end, 3, 1)
     f_results_by_transaction = []
-    if cython.compiled or n_results_by_transaction:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -908,6 +1254,116 @@ def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results_by_transaction[%d]" % i)
         pos = cur.pos
+    elif n_results_by_transaction:
+        # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4 reads it.
+        try:
+            for i in range(n_results_by_transaction):
+                if pos < end and buf[pos] < 128:
+                    n_transactional_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_transactional_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_transactional_id__1, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+                    n_transactional_id__1 -= 1
+                if 0 <= n_transactional_id__1 <= end - pos:
+                    try:
+                        f_transactional_id__1 = buf[pos:pos + n_transactional_id__1].decode() if n_transactional_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('transactional_id', pos, exc) from None
+                    pos += n_transactional_id__1
+                else:
+                    raise _w.bad_sized('transactional_id', pos, n_transactional_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_topic_results__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_results__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_results__1, pos = _w.read_uvarint(buf, pos, end, 'topic_results')
+                    n_topic_results__1 -= 1
+                if n_topic_results__1 < 0 or n_topic_results__1 > (end - pos) // 3:
+                    raise _w.bad_count('topic_results', pos - 1, n_topic_results__1, end, 3, 1)
+                f_topic_results__1 = []
+                if n_topic_results__1:
+                    # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3 reads it.
+                    try:
+                        for i__1 in range(n_topic_results__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_results_by_partition__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_results_by_partition__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_results_by_partition__2, pos = _w.read_uvarint(buf, pos, end, 'results_by_partition')
+                                n_results_by_partition__2 -= 1
+                            if n_results_by_partition__2 < 0 or n_results_by_partition__2 > (end - pos) // 7:
+                                raise _w.bad_count('results_by_partition', pos - 1, n_results_by_partition__2, end, 7, 1)
+                            f_results_by_partition__2 = []
+                            if n_results_by_partition__2:
+                                # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3 reads it.
+                                try:
+                                    for i__2 in range(n_results_by_partition__2):
+                                        if end - pos < 6:
+                                            raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
+                                        f_partition_index__3, f_partition_error_code__3 = _S_ih.unpack_from(buf, pos)
+                                        pos += 6
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.partition_error_code = f_partition_error_code__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_results_by_partition__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("results_by_partition[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+                            obj__2.name = f_name__2
+                            obj__2.results_by_partition = f_results_by_partition__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topic_results__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topic_results[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
+                obj__1.transactional_id = f_transactional_id__1
+                obj__1.topic_results = f_topic_results__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results_by_transaction.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results_by_transaction[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -982,7 +1438,7 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -1006,7 +1462,7 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
     if n_topic_results < 0 or n_topic_results > (end - pos) // 3:
         raise _w.bad_count('topic_results', pos - 1, n_topic_results, end, 3, 1)
     f_topic_results = []
-    if cython.compiled or n_topic_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1015,6 +1471,71 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_results[%d]" % i)
         pos = cur.pos
+    elif n_topic_results:
+        # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3 reads it.
+        try:
+            for i in range(n_topic_results):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_results_by_partition__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_results_by_partition__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_results_by_partition__1, pos = _w.read_uvarint(buf, pos, end, 'results_by_partition')
+                    n_results_by_partition__1 -= 1
+                if n_results_by_partition__1 < 0 or n_results_by_partition__1 > (end - pos) // 7:
+                    raise _w.bad_count('results_by_partition', pos - 1, n_results_by_partition__1, end, 7, 1)
+                f_results_by_partition__1 = []
+                if n_results_by_partition__1:
+                    # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3 reads it.
+                    try:
+                        for i__1 in range(n_results_by_partition__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
+                            f_partition_index__2, f_partition_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.partition_error_code = f_partition_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_results_by_partition__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("results_by_partition[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+                obj__1.name = f_name__1
+                obj__1.results_by_partition = f_results_by_partition__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1090,7 +1611,7 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1106,7 +1627,7 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, e
     if n_results_by_partition < 0 or n_results_by_partition > (end - pos) // 6:
         raise _w.bad_count('results_by_partition', pos - 4, n_results_by_partition, end, 6, 4)
     f_results_by_partition = []
-    if cython.compiled or n_results_by_partition:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1115,6 +1636,21 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, e
         except DecodeError as exc:
             raise exc.within("results_by_partition[%d]" % i)
         pos = cur.pos
+    elif n_results_by_partition:
+        # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0 reads it.
+        try:
+            for i in range(n_results_by_partition):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
+                f_partition_index__1, f_partition_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                obj__1 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.partition_error_code = f_partition_error_code__1
+                obj__1.unknown_tagged_fields = []
+                f_results_by_partition.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results_by_partition[%d]" % i)
     if cython.compiled:
         obj = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
     else:
@@ -1187,7 +1723,7 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1211,7 +1747,7 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
     if n_results_by_partition < 0 or n_results_by_partition > (end - pos) // 7:
         raise _w.bad_count('results_by_partition', pos - 1, n_results_by_partition, end, 7, 1)
     f_results_by_partition = []
-    if cython.compiled or n_results_by_partition:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1220,6 +1756,26 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
         except DecodeError as exc:
             raise exc.within("results_by_partition[%d]" % i)
         pos = cur.pos
+    elif n_results_by_partition:
+        # Each element read inline (pure Python only), as _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3 reads it.
+        try:
+            for i in range(n_results_by_partition):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
+                f_partition_index__1, f_partition_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.partition_error_code = f_partition_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results_by_partition.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results_by_partition[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

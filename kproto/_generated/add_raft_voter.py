@@ -84,7 +84,7 @@ def _dec_AddRaftVoterRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -122,7 +122,7 @@ def _dec_AddRaftVoterRequest_v0(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 5:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
     f_listeners = []
-    if cython.compiled or n_listeners:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -131,6 +131,61 @@ def _dec_AddRaftVoterRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("listeners[%d]" % i)
         pos = cur.pos
+    elif n_listeners:
+        # Each element read inline (pure Python only), as _dec_AddRaftVoterRequest_Listener_v0 reads it.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_H.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AddRaftVoterRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -227,7 +282,7 @@ def _dec_AddRaftVoterRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -265,7 +320,7 @@ def _dec_AddRaftVoterRequest_v1(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 5:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
     f_listeners = []
-    if cython.compiled or n_listeners:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -274,6 +329,61 @@ def _dec_AddRaftVoterRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("listeners[%d]" % i)
         pos = cur.pos
+    elif n_listeners:
+        # Each element read inline (pure Python only), as _dec_AddRaftVoterRequest_Listener_v0 reads it.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_H.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AddRaftVoterRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_ack_when_committed, pos, end)
     if cython.compiled:
@@ -383,7 +493,7 @@ def _dec_AddRaftVoterRequest_Listener_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -411,7 +521,7 @@ def _dec_AddRaftVoterRequest_Listener_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -527,7 +637,7 @@ def _dec_AddRaftVoterResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

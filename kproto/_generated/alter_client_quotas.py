@@ -83,7 +83,7 @@ def _dec_AlterClientQuotasRequest_v0(buf, cur, end):
     if n_entries < 0 or n_entries > (end - pos) // 8:
         raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
     f_entries = []
-    if cython.compiled or n_entries:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -92,6 +92,99 @@ def _dec_AlterClientQuotasRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("entries[%d]" % i)
         pos = cur.pos
+    elif n_entries:
+        # Each element read inline (pure Python only), as _dec_AlterClientQuotasRequest_EntryData_v0 reads it.
+        try:
+            for i in range(n_entries):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_entity, pos, end)
+                n_entity__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_entity__1 < 0 or n_entity__1 > (end - pos) // 4:
+                    raise _w.bad_count('entity', pos - 4, n_entity__1, end, 4, 4)
+                f_entity__1 = []
+                if n_entity__1:
+                    # Each element read inline (pure Python only), as _dec_AlterClientQuotasRequest_EntityData_v0 reads it.
+                    try:
+                        for i__1 in range(n_entity__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_entity_type, pos, end)
+                            n_entity_type__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_entity_type__2 <= end - pos:
+                                try:
+                                    f_entity_type__2 = buf[pos:pos + n_entity_type__2].decode() if n_entity_type__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_type', pos, exc) from None
+                                pos += n_entity_type__2
+                            else:
+                                raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_entity_name, pos, end)
+                            n_entity_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_entity_name__2 <= end - pos:
+                                try:
+                                    f_entity_name__2 = buf[pos:pos + n_entity_name__2].decode() if n_entity_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_name', pos, exc) from None
+                                pos += n_entity_name__2
+                            elif n_entity_name__2 == -1:
+                                f_entity_name__2 = None
+                            else:
+                                raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 2, True)
+                            obj__2 = _new(AlterClientQuotasRequest_EntityData)
+                            obj__2.entity_type = f_entity_type__2
+                            obj__2.entity_name = f_entity_name__2
+                            obj__2.unknown_tagged_fields = []
+                            f_entity__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("entity[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_ops, pos, end)
+                n_ops__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_ops__1 < 0 or n_ops__1 > (end - pos) // 11:
+                    raise _w.bad_count('ops', pos - 4, n_ops__1, end, 11, 4)
+                f_ops__1 = []
+                if n_ops__1:
+                    # Each element read inline (pure Python only), as _dec_AlterClientQuotasRequest_OpData_v0 reads it.
+                    try:
+                        for i__1 in range(n_ops__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_key, pos, end)
+                            n_key__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_key__2 <= end - pos:
+                                try:
+                                    f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('key', pos, exc) from None
+                                pos += n_key__2
+                            else:
+                                raise _w.bad_sized('key', pos, n_key__2, end, 2, False)
+                            if end - pos < 9:
+                                raise _w.short_run(_RUN_value__remove, pos, end)
+                            f_value__2, f_remove__2 = _S_db.unpack_from(buf, pos)
+                            pos += 9
+                            if f_remove__2 != 0 and f_remove__2 != 1:
+                                raise _w.bad_bool('remove', pos - 1, f_remove__2)
+                            b_remove__2 = f_remove__2 == 1
+                            obj__2 = _new(AlterClientQuotasRequest_OpData)
+                            obj__2.key = f_key__2
+                            obj__2.value = f_value__2
+                            obj__2.remove = b_remove__2
+                            obj__2.unknown_tagged_fields = []
+                            f_ops__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("ops[%d]" % i__1)
+                obj__1 = _new(AlterClientQuotasRequest_EntryData)
+                obj__1.entity = f_entity__1
+                obj__1.ops = f_ops__1
+                obj__1.unknown_tagged_fields = []
+                f_entries.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -157,7 +250,7 @@ def _dec_AlterClientQuotasRequest_v1(buf, cur, end):
     if n_entries < 0 or n_entries > (end - pos) // 3:
         raise _w.bad_count('entries', pos - 1, n_entries, end, 3, 1)
     f_entries = []
-    if cython.compiled or n_entries:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -166,6 +259,139 @@ def _dec_AlterClientQuotasRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("entries[%d]" % i)
         pos = cur.pos
+    elif n_entries:
+        # Each element read inline (pure Python only), as _dec_AlterClientQuotasRequest_EntryData_v1 reads it.
+        try:
+            for i in range(n_entries):
+                if pos < end and buf[pos] < 128:
+                    n_entity__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_entity__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_entity__1, pos = _w.read_uvarint(buf, pos, end, 'entity')
+                    n_entity__1 -= 1
+                if n_entity__1 < 0 or n_entity__1 > (end - pos) // 3:
+                    raise _w.bad_count('entity', pos - 1, n_entity__1, end, 3, 1)
+                f_entity__1 = []
+                if n_entity__1:
+                    # Each element read inline (pure Python only), as _dec_AlterClientQuotasRequest_EntityData_v1 reads it.
+                    try:
+                        for i__1 in range(n_entity__1):
+                            if pos < end and buf[pos] < 128:
+                                n_entity_type__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_entity_type__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_entity_type__2, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
+                                n_entity_type__2 -= 1
+                            if 0 <= n_entity_type__2 <= end - pos:
+                                try:
+                                    f_entity_type__2 = buf[pos:pos + n_entity_type__2].decode() if n_entity_type__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_type', pos, exc) from None
+                                pos += n_entity_type__2
+                            else:
+                                raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_entity_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_entity_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_entity_name__2, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
+                                n_entity_name__2 -= 1
+                            if 0 <= n_entity_name__2 <= end - pos:
+                                try:
+                                    f_entity_name__2 = buf[pos:pos + n_entity_name__2].decode() if n_entity_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_name', pos, exc) from None
+                                pos += n_entity_name__2
+                            elif n_entity_name__2 == -1:
+                                f_entity_name__2 = None
+                            else:
+                                raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterClientQuotasRequest_EntityData)
+                            obj__2.entity_type = f_entity_type__2
+                            obj__2.entity_name = f_entity_name__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_entity__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("entity[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_ops__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_ops__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_ops__1, pos = _w.read_uvarint(buf, pos, end, 'ops')
+                    n_ops__1 -= 1
+                if n_ops__1 < 0 or n_ops__1 > (end - pos) // 11:
+                    raise _w.bad_count('ops', pos - 1, n_ops__1, end, 11, 1)
+                f_ops__1 = []
+                if n_ops__1:
+                    # Each element read inline (pure Python only), as _dec_AlterClientQuotasRequest_OpData_v1 reads it.
+                    try:
+                        for i__1 in range(n_ops__1):
+                            if pos < end and buf[pos] < 128:
+                                n_key__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_key__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_key__2, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                n_key__2 -= 1
+                            if 0 <= n_key__2 <= end - pos:
+                                try:
+                                    f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('key', pos, exc) from None
+                                pos += n_key__2
+                            else:
+                                raise _w.bad_sized('key', pos, n_key__2, end, 1, False)
+                            if end - pos < 9:
+                                raise _w.short_run(_RUN_value__remove, pos, end)
+                            f_value__2, f_remove__2 = _S_db.unpack_from(buf, pos)
+                            pos += 9
+                            if f_remove__2 != 0 and f_remove__2 != 1:
+                                raise _w.bad_bool('remove', pos - 1, f_remove__2)
+                            b_remove__2 = f_remove__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterClientQuotasRequest_OpData)
+                            obj__2.key = f_key__2
+                            obj__2.value = f_value__2
+                            obj__2.remove = b_remove__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_ops__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("ops[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterClientQuotasRequest_EntryData)
+                obj__1.entity = f_entity__1
+                obj__1.ops = f_ops__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_entries.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -233,7 +459,7 @@ def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 4:
         raise _w.bad_count('entity', pos - 4, n_entity, end, 4, 4)
     f_entity = []
-    if cython.compiled or n_entity:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -242,6 +468,43 @@ def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("entity[%d]" % i)
         pos = cur.pos
+    elif n_entity:
+        # Each element read inline (pure Python only), as _dec_AlterClientQuotasRequest_EntityData_v0 reads it.
+        try:
+            for i in range(n_entity):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_entity_type, pos, end)
+                n_entity_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_entity_type__1 <= end - pos:
+                    try:
+                        f_entity_type__1 = buf[pos:pos + n_entity_type__1].decode() if n_entity_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_type', pos, exc) from None
+                    pos += n_entity_type__1
+                else:
+                    raise _w.bad_sized('entity_type', pos, n_entity_type__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_entity_name, pos, end)
+                n_entity_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_entity_name__1 <= end - pos:
+                    try:
+                        f_entity_name__1 = buf[pos:pos + n_entity_name__1].decode() if n_entity_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_name', pos, exc) from None
+                    pos += n_entity_name__1
+                elif n_entity_name__1 == -1:
+                    f_entity_name__1 = None
+                else:
+                    raise _w.bad_sized('entity_name', pos, n_entity_name__1, end, 2, True)
+                obj__1 = _new(AlterClientQuotasRequest_EntityData)
+                obj__1.entity_type = f_entity_type__1
+                obj__1.entity_name = f_entity_name__1
+                obj__1.unknown_tagged_fields = []
+                f_entity.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_ops, pos, end)
     if cython.compiled:
@@ -252,7 +515,7 @@ def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
     if n_ops < 0 or n_ops > (end - pos) // 11:
         raise _w.bad_count('ops', pos - 4, n_ops, end, 11, 4)
     f_ops = []
-    if cython.compiled or n_ops:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -261,6 +524,37 @@ def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("ops[%d]" % i)
         pos = cur.pos
+    elif n_ops:
+        # Each element read inline (pure Python only), as _dec_AlterClientQuotasRequest_OpData_v0 reads it.
+        try:
+            for i in range(n_ops):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_key, pos, end)
+                n_key__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_key__1 <= end - pos:
+                    try:
+                        f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('key', pos, exc) from None
+                    pos += n_key__1
+                else:
+                    raise _w.bad_sized('key', pos, n_key__1, end, 2, False)
+                if end - pos < 9:
+                    raise _w.short_run(_RUN_value__remove, pos, end)
+                f_value__1, f_remove__1 = _S_db.unpack_from(buf, pos)
+                pos += 9
+                if f_remove__1 != 0 and f_remove__1 != 1:
+                    raise _w.bad_bool('remove', pos - 1, f_remove__1)
+                b_remove__1 = f_remove__1 == 1
+                obj__1 = _new(AlterClientQuotasRequest_OpData)
+                obj__1.key = f_key__1
+                obj__1.value = f_value__1
+                obj__1.remove = b_remove__1
+                obj__1.unknown_tagged_fields = []
+                f_ops.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("ops[%d]" % i)
     if cython.compiled:
         obj = AlterClientQuotasRequest_EntryData.__new__(AlterClientQuotasRequest_EntryData)
     else:
@@ -323,7 +617,7 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 3:
         raise _w.bad_count('entity', pos - 1, n_entity, end, 3, 1)
     f_entity = []
-    if cython.compiled or n_entity:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -332,6 +626,58 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("entity[%d]" % i)
         pos = cur.pos
+    elif n_entity:
+        # Each element read inline (pure Python only), as _dec_AlterClientQuotasRequest_EntityData_v1 reads it.
+        try:
+            for i in range(n_entity):
+                if pos < end and buf[pos] < 128:
+                    n_entity_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_entity_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_entity_type__1, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
+                    n_entity_type__1 -= 1
+                if 0 <= n_entity_type__1 <= end - pos:
+                    try:
+                        f_entity_type__1 = buf[pos:pos + n_entity_type__1].decode() if n_entity_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_type', pos, exc) from None
+                    pos += n_entity_type__1
+                else:
+                    raise _w.bad_sized('entity_type', pos, n_entity_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_entity_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_entity_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_entity_name__1, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
+                    n_entity_name__1 -= 1
+                if 0 <= n_entity_name__1 <= end - pos:
+                    try:
+                        f_entity_name__1 = buf[pos:pos + n_entity_name__1].decode() if n_entity_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_name', pos, exc) from None
+                    pos += n_entity_name__1
+                elif n_entity_name__1 == -1:
+                    f_entity_name__1 = None
+                else:
+                    raise _w.bad_sized('entity_name', pos, n_entity_name__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterClientQuotasRequest_EntityData)
+                obj__1.entity_type = f_entity_type__1
+                obj__1.entity_name = f_entity_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_entity.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_ops = buf[pos] - 1
         pos += 1
@@ -350,7 +696,7 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
     if n_ops < 0 or n_ops > (end - pos) // 11:
         raise _w.bad_count('ops', pos - 1, n_ops, end, 11, 1)
     f_ops = []
-    if cython.compiled or n_ops:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -359,6 +705,47 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("ops[%d]" % i)
         pos = cur.pos
+    elif n_ops:
+        # Each element read inline (pure Python only), as _dec_AlterClientQuotasRequest_OpData_v1 reads it.
+        try:
+            for i in range(n_ops):
+                if pos < end and buf[pos] < 128:
+                    n_key__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_key__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_key__1, pos = _w.read_uvarint(buf, pos, end, 'key')
+                    n_key__1 -= 1
+                if 0 <= n_key__1 <= end - pos:
+                    try:
+                        f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('key', pos, exc) from None
+                    pos += n_key__1
+                else:
+                    raise _w.bad_sized('key', pos, n_key__1, end, 1, False)
+                if end - pos < 9:
+                    raise _w.short_run(_RUN_value__remove, pos, end)
+                f_value__1, f_remove__1 = _S_db.unpack_from(buf, pos)
+                pos += 9
+                if f_remove__1 != 0 and f_remove__1 != 1:
+                    raise _w.bad_bool('remove', pos - 1, f_remove__1)
+                b_remove__1 = f_remove__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterClientQuotasRequest_OpData)
+                obj__1.key = f_key__1
+                obj__1.value = f_value__1
+                obj__1.remove = b_remove__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_ops.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("ops[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -428,7 +815,7 @@ def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
             try:
-                f_entity_type = buf[pos:pos + n_entity_type].decode()
+                f_entity_type = buf[pos:pos + n_entity_type].decode() if n_entity_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
@@ -448,7 +835,7 @@ def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
             try:
-                f_entity_name = buf[pos:pos + n_entity_name].decode()
+                f_entity_name = buf[pos:pos + n_entity_name].decode() if n_entity_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
@@ -534,7 +921,7 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
             try:
-                f_entity_type = buf[pos:pos + n_entity_type].decode()
+                f_entity_type = buf[pos:pos + n_entity_type].decode() if n_entity_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
@@ -562,7 +949,7 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
             try:
-                f_entity_name = buf[pos:pos + n_entity_name].decode()
+                f_entity_name = buf[pos:pos + n_entity_name].decode() if n_entity_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
@@ -651,7 +1038,7 @@ def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
             try:
-                f_key = buf[pos:pos + n_key].decode()
+                f_key = buf[pos:pos + n_key].decode() if n_key else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
@@ -735,7 +1122,7 @@ def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
             try:
-                f_key = buf[pos:pos + n_key].decode()
+                f_key = buf[pos:pos + n_key].decode() if n_key else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
@@ -818,7 +1205,7 @@ def _dec_AlterClientQuotasResponse_v0(buf, cur, end):
     if n_entries < 0 or n_entries > (end - pos) // 8:
         raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
     f_entries = []
-    if cython.compiled or n_entries:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -827,6 +1214,76 @@ def _dec_AlterClientQuotasResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("entries[%d]" % i)
         pos = cur.pos
+    elif n_entries:
+        # Each element read inline (pure Python only), as _dec_AlterClientQuotasResponse_EntryData_v0 reads it.
+        try:
+            for i in range(n_entries):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_entity, pos, end)
+                n_entity__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_entity__1 < 0 or n_entity__1 > (end - pos) // 4:
+                    raise _w.bad_count('entity', pos - 4, n_entity__1, end, 4, 4)
+                f_entity__1 = []
+                if n_entity__1:
+                    # Each element read inline (pure Python only), as _dec_AlterClientQuotasResponse_EntityData_v0 reads it.
+                    try:
+                        for i__1 in range(n_entity__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_entity_type, pos, end)
+                            n_entity_type__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_entity_type__2 <= end - pos:
+                                try:
+                                    f_entity_type__2 = buf[pos:pos + n_entity_type__2].decode() if n_entity_type__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_type', pos, exc) from None
+                                pos += n_entity_type__2
+                            else:
+                                raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_entity_name, pos, end)
+                            n_entity_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_entity_name__2 <= end - pos:
+                                try:
+                                    f_entity_name__2 = buf[pos:pos + n_entity_name__2].decode() if n_entity_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_name', pos, exc) from None
+                                pos += n_entity_name__2
+                            elif n_entity_name__2 == -1:
+                                f_entity_name__2 = None
+                            else:
+                                raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 2, True)
+                            obj__2 = _new(AlterClientQuotasResponse_EntityData)
+                            obj__2.entity_type = f_entity_type__2
+                            obj__2.entity_name = f_entity_name__2
+                            obj__2.unknown_tagged_fields = []
+                            f_entity__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("entity[%d]" % i__1)
+                obj__1 = _new(AlterClientQuotasResponse_EntryData)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.entity = f_entity__1
+                obj__1.unknown_tagged_fields = []
+                f_entries.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
     if cython.compiled:
         obj = AlterClientQuotasResponse.__new__(AlterClientQuotasResponse)
     else:
@@ -885,7 +1342,7 @@ def _dec_AlterClientQuotasResponse_v1(buf, cur, end):
     if n_entries < 0 or n_entries > (end - pos) // 5:
         raise _w.bad_count('entries', pos - 1, n_entries, end, 5, 1)
     f_entries = []
-    if cython.compiled or n_entries:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -894,6 +1351,110 @@ def _dec_AlterClientQuotasResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("entries[%d]" % i)
         pos = cur.pos
+    elif n_entries:
+        # Each element read inline (pure Python only), as _dec_AlterClientQuotasResponse_EntryData_v1 reads it.
+        try:
+            for i in range(n_entries):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_entity__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_entity__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_entity__1, pos = _w.read_uvarint(buf, pos, end, 'entity')
+                    n_entity__1 -= 1
+                if n_entity__1 < 0 or n_entity__1 > (end - pos) // 3:
+                    raise _w.bad_count('entity', pos - 1, n_entity__1, end, 3, 1)
+                f_entity__1 = []
+                if n_entity__1:
+                    # Each element read inline (pure Python only), as _dec_AlterClientQuotasResponse_EntityData_v1 reads it.
+                    try:
+                        for i__1 in range(n_entity__1):
+                            if pos < end and buf[pos] < 128:
+                                n_entity_type__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_entity_type__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_entity_type__2, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
+                                n_entity_type__2 -= 1
+                            if 0 <= n_entity_type__2 <= end - pos:
+                                try:
+                                    f_entity_type__2 = buf[pos:pos + n_entity_type__2].decode() if n_entity_type__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_type', pos, exc) from None
+                                pos += n_entity_type__2
+                            else:
+                                raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_entity_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_entity_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_entity_name__2, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
+                                n_entity_name__2 -= 1
+                            if 0 <= n_entity_name__2 <= end - pos:
+                                try:
+                                    f_entity_name__2 = buf[pos:pos + n_entity_name__2].decode() if n_entity_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_name', pos, exc) from None
+                                pos += n_entity_name__2
+                            elif n_entity_name__2 == -1:
+                                f_entity_name__2 = None
+                            else:
+                                raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterClientQuotasResponse_EntityData)
+                            obj__2.entity_type = f_entity_type__2
+                            obj__2.entity_name = f_entity_name__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_entity__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("entity[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterClientQuotasResponse_EntryData)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.entity = f_entity__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_entries.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -956,7 +1517,7 @@ def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -974,7 +1535,7 @@ def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 4:
         raise _w.bad_count('entity', pos - 4, n_entity, end, 4, 4)
     f_entity = []
-    if cython.compiled or n_entity:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -983,6 +1544,43 @@ def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("entity[%d]" % i)
         pos = cur.pos
+    elif n_entity:
+        # Each element read inline (pure Python only), as _dec_AlterClientQuotasResponse_EntityData_v0 reads it.
+        try:
+            for i in range(n_entity):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_entity_type, pos, end)
+                n_entity_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_entity_type__1 <= end - pos:
+                    try:
+                        f_entity_type__1 = buf[pos:pos + n_entity_type__1].decode() if n_entity_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_type', pos, exc) from None
+                    pos += n_entity_type__1
+                else:
+                    raise _w.bad_sized('entity_type', pos, n_entity_type__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_entity_name, pos, end)
+                n_entity_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_entity_name__1 <= end - pos:
+                    try:
+                        f_entity_name__1 = buf[pos:pos + n_entity_name__1].decode() if n_entity_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_name', pos, exc) from None
+                    pos += n_entity_name__1
+                elif n_entity_name__1 == -1:
+                    f_entity_name__1 = None
+                else:
+                    raise _w.bad_sized('entity_name', pos, n_entity_name__1, end, 2, True)
+                obj__1 = _new(AlterClientQuotasResponse_EntityData)
+                obj__1.entity_type = f_entity_type__1
+                obj__1.entity_name = f_entity_name__1
+                obj__1.unknown_tagged_fields = []
+                f_entity.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
     if cython.compiled:
         obj = AlterClientQuotasResponse_EntryData.__new__(AlterClientQuotasResponse_EntryData)
     else:
@@ -1064,7 +1662,7 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1090,7 +1688,7 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 3:
         raise _w.bad_count('entity', pos - 1, n_entity, end, 3, 1)
     f_entity = []
-    if cython.compiled or n_entity:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1099,6 +1697,58 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("entity[%d]" % i)
         pos = cur.pos
+    elif n_entity:
+        # Each element read inline (pure Python only), as _dec_AlterClientQuotasResponse_EntityData_v1 reads it.
+        try:
+            for i in range(n_entity):
+                if pos < end and buf[pos] < 128:
+                    n_entity_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_entity_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_entity_type__1, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
+                    n_entity_type__1 -= 1
+                if 0 <= n_entity_type__1 <= end - pos:
+                    try:
+                        f_entity_type__1 = buf[pos:pos + n_entity_type__1].decode() if n_entity_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_type', pos, exc) from None
+                    pos += n_entity_type__1
+                else:
+                    raise _w.bad_sized('entity_type', pos, n_entity_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_entity_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_entity_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_entity_name__1, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
+                    n_entity_name__1 -= 1
+                if 0 <= n_entity_name__1 <= end - pos:
+                    try:
+                        f_entity_name__1 = buf[pos:pos + n_entity_name__1].decode() if n_entity_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_name', pos, exc) from None
+                    pos += n_entity_name__1
+                elif n_entity_name__1 == -1:
+                    f_entity_name__1 = None
+                else:
+                    raise _w.bad_sized('entity_name', pos, n_entity_name__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterClientQuotasResponse_EntityData)
+                obj__1.entity_type = f_entity_type__1
+                obj__1.entity_name = f_entity_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_entity.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1180,7 +1830,7 @@ def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
             try:
-                f_entity_type = buf[pos:pos + n_entity_type].decode()
+                f_entity_type = buf[pos:pos + n_entity_type].decode() if n_entity_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
@@ -1200,7 +1850,7 @@ def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
             try:
-                f_entity_name = buf[pos:pos + n_entity_name].decode()
+                f_entity_name = buf[pos:pos + n_entity_name].decode() if n_entity_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
@@ -1286,7 +1936,7 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
             try:
-                f_entity_type = buf[pos:pos + n_entity_type].decode()
+                f_entity_type = buf[pos:pos + n_entity_type].decode() if n_entity_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
@@ -1314,7 +1964,7 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
             try:
-                f_entity_name = buf[pos:pos + n_entity_name].decode()
+                f_entity_name = buf[pos:pos + n_entity_name].decode() if n_entity_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name

@@ -81,7 +81,7 @@ def _dec_AlterConfigsRequest_v0(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    if cython.compiled or n_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -90,6 +90,74 @@ def _dec_AlterConfigsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("resources[%d]" % i)
         pos = cur.pos
+    elif n_resources:
+        # Each element read inline (pure Python only), as _dec_AlterConfigsRequest_AlterConfigsResource_v0 reads it.
+        try:
+            for i in range(n_resources):
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_configs, pos, end)
+                n_configs__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_configs__1 < 0 or n_configs__1 > (end - pos) // 4:
+                    raise _w.bad_count('configs', pos - 4, n_configs__1, end, 4, 4)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline (pure Python only), as _dec_AlterConfigsRequest_AlterableConfig_v0 reads it.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_value, pos, end)
+                            n_value__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                            obj__2 = _new(AlterConfigsRequest_AlterableConfig)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = []
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                obj__1 = _new(AlterConfigsRequest_AlterConfigsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = []
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -155,7 +223,7 @@ def _dec_AlterConfigsRequest_v2(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 4:
         raise _w.bad_count('resources', pos - 1, n_resources, end, 4, 1)
     f_resources = []
-    if cython.compiled or n_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -164,6 +232,108 @@ def _dec_AlterConfigsRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("resources[%d]" % i)
         pos = cur.pos
+    elif n_resources:
+        # Each element read inline (pure Python only), as _dec_AlterConfigsRequest_AlterConfigsResource_v2 reads it.
+        try:
+            for i in range(n_resources):
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_type, pos, end)
+                f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_configs__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_configs__1, pos = _w.read_uvarint(buf, pos, end, 'configs')
+                    n_configs__1 -= 1
+                if n_configs__1 < 0 or n_configs__1 > (end - pos) // 3:
+                    raise _w.bad_count('configs', pos - 1, n_configs__1, end, 3, 1)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline (pure Python only), as _dec_AlterConfigsRequest_AlterableConfig_v2 reads it.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_value__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterConfigsRequest_AlterableConfig)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterConfigsRequest_AlterConfigsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -236,7 +406,7 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -252,7 +422,7 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 4:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 4, 4)
     f_configs = []
-    if cython.compiled or n_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -261,6 +431,43 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("configs[%d]" % i)
         pos = cur.pos
+    elif n_configs:
+        # Each element read inline (pure Python only), as _dec_AlterConfigsRequest_AlterableConfig_v0 reads it.
+        try:
+            for i in range(n_configs):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_value, pos, end)
+                n_value__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 2, True)
+                obj__1 = _new(AlterConfigsRequest_AlterableConfig)
+                obj__1.name = f_name__1
+                obj__1.value = f_value__1
+                obj__1.unknown_tagged_fields = []
+                f_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
     if cython.compiled:
         obj = AlterConfigsRequest_AlterConfigsResource.__new__(AlterConfigsRequest_AlterConfigsResource)
     else:
@@ -342,7 +549,7 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -366,7 +573,7 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 3:
         raise _w.bad_count('configs', pos - 1, n_configs, end, 3, 1)
     f_configs = []
-    if cython.compiled or n_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -375,6 +582,58 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("configs[%d]" % i)
         pos = cur.pos
+    elif n_configs:
+        # Each element read inline (pure Python only), as _dec_AlterConfigsRequest_AlterableConfig_v2 reads it.
+        try:
+            for i in range(n_configs):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_value__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                    n_value__1 -= 1
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterConfigsRequest_AlterableConfig)
+                obj__1.name = f_name__1
+                obj__1.value = f_value__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -456,7 +715,7 @@ def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -476,7 +735,7 @@ def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -562,7 +821,7 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -590,7 +849,7 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -676,7 +935,7 @@ def _dec_AlterConfigsResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 7:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 7, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -685,6 +944,45 @@ def _dec_AlterConfigsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                obj__1 = _new(AlterConfigsResponse_AlterConfigsResourceResponse)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if cython.compiled:
         obj = AlterConfigsResponse.__new__(AlterConfigsResponse)
     else:
@@ -743,7 +1041,7 @@ def _dec_AlterConfigsResponse_v2(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 6, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -752,6 +1050,68 @@ def _dec_AlterConfigsResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_type, pos, end)
+                f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterConfigsResponse_AlterConfigsResourceResponse)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -814,7 +1174,7 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -837,7 +1197,7 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -932,7 +1292,7 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -969,7 +1329,7 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name

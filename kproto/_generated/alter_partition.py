@@ -92,7 +92,7 @@ def _dec_AlterPartitionRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -101,6 +101,96 @@ def _dec_AlterPartitionRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_TopicData_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 14, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if pos < end and buf[pos] < 128:
+                                n_new_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_new_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_new_isr__2, pos = _w.read_uvarint(buf, pos, end, 'new_isr')
+                                n_new_isr__2 -= 1
+                            if n_new_isr__2 < 0 or n_new_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('new_isr', pos - 1, n_new_isr__2, end, 4, 1)
+                            if n_new_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_new_isr__2 = list(_A_i[n_new_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_new_isr__2 = list(_unpack_from(">%di" % n_new_isr__2, buf, pos))
+                            pos += n_new_isr__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_epoch, pos, end)
+                            f_partition_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.new_isr = f_new_isr__2
+                            obj__2.new_isr_with_epochs = []
+                            obj__2.leader_recovery_state = 0
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionRequest_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -176,7 +266,7 @@ def _dec_AlterPartitionRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -185,6 +275,96 @@ def _dec_AlterPartitionRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_TopicData_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 15:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 15, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_PartitionData_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if pos < end and buf[pos] < 128:
+                                n_new_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_new_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_new_isr__2, pos = _w.read_uvarint(buf, pos, end, 'new_isr')
+                                n_new_isr__2 -= 1
+                            if n_new_isr__2 < 0 or n_new_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('new_isr', pos - 1, n_new_isr__2, end, 4, 1)
+                            if n_new_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_new_isr__2 = list(_A_i[n_new_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_new_isr__2 = list(_unpack_from(">%di" % n_new_isr__2, buf, pos))
+                            pos += n_new_isr__2 * 4
+                            if end - pos < 5:
+                                raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                            f_leader_recovery_state__2, f_partition_epoch__2 = _S_bi.unpack_from(buf, pos)
+                            pos += 5
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.new_isr = f_new_isr__2
+                            obj__2.new_isr_with_epochs = []
+                            obj__2.leader_recovery_state = f_leader_recovery_state__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionRequest_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -260,7 +440,7 @@ def _dec_AlterPartitionRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -269,6 +449,83 @@ def _dec_AlterPartitionRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_TopicData_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 15:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 15, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_PartitionData_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if pos < end and buf[pos] < 128:
+                                n_new_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_new_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_new_isr__2, pos = _w.read_uvarint(buf, pos, end, 'new_isr')
+                                n_new_isr__2 -= 1
+                            if n_new_isr__2 < 0 or n_new_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('new_isr', pos - 1, n_new_isr__2, end, 4, 1)
+                            if n_new_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_new_isr__2 = list(_A_i[n_new_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_new_isr__2 = list(_unpack_from(">%di" % n_new_isr__2, buf, pos))
+                            pos += n_new_isr__2 * 4
+                            if end - pos < 5:
+                                raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                            f_leader_recovery_state__2, f_partition_epoch__2 = _S_bi.unpack_from(buf, pos)
+                            pos += 5
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.new_isr = f_new_isr__2
+                            obj__2.new_isr_with_epochs = []
+                            obj__2.leader_recovery_state = f_leader_recovery_state__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionRequest_TopicData)
+                obj__1.topic_name = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -344,7 +601,7 @@ def _dec_AlterPartitionRequest_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -353,6 +610,99 @@ def _dec_AlterPartitionRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_TopicData_v3 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 15:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 15, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_PartitionData_v3 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if pos < end and buf[pos] < 128:
+                                n_new_isr_with_epochs__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_new_isr_with_epochs__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_new_isr_with_epochs__2, pos = _w.read_uvarint(buf, pos, end, 'new_isr_with_epochs')
+                                n_new_isr_with_epochs__2 -= 1
+                            if n_new_isr_with_epochs__2 < 0 or n_new_isr_with_epochs__2 > (end - pos) // 13:
+                                raise _w.bad_count('new_isr_with_epochs', pos - 1, n_new_isr_with_epochs__2, end, 13, 1)
+                            f_new_isr_with_epochs__2 = []
+                            if n_new_isr_with_epochs__2:
+                                # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_BrokerState_v3 reads it.
+                                try:
+                                    for i__2 in range(n_new_isr_with_epochs__2):
+                                        if end - pos < 12:
+                                            raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
+                                        f_broker_id__3, f_broker_epoch__3 = _S_iq.unpack_from(buf, pos)
+                                        pos += 12
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(AlterPartitionRequest_BrokerState)
+                                        obj__3.broker_id = f_broker_id__3
+                                        obj__3.broker_epoch = f_broker_epoch__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_new_isr_with_epochs__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("new_isr_with_epochs[%d]" % i__2)
+                            if end - pos < 5:
+                                raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                            f_leader_recovery_state__2, f_partition_epoch__2 = _S_bi.unpack_from(buf, pos)
+                            pos += 5
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.new_isr = []
+                            obj__2.new_isr_with_epochs = f_new_isr_with_epochs__2
+                            obj__2.leader_recovery_state = f_leader_recovery_state__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionRequest_TopicData)
+                obj__1.topic_name = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -424,7 +774,7 @@ def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -448,7 +798,7 @@ def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 14, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -457,6 +807,50 @@ def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_leader_epoch__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if pos < end and buf[pos] < 128:
+                    n_new_isr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_new_isr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_new_isr__1, pos = _w.read_uvarint(buf, pos, end, 'new_isr')
+                    n_new_isr__1 -= 1
+                if n_new_isr__1 < 0 or n_new_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('new_isr', pos - 1, n_new_isr__1, end, 4, 1)
+                if n_new_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_new_isr__1 = list(_A_i[n_new_isr__1].unpack_from(buf, pos))
+                else:
+                    f_new_isr__1 = list(_unpack_from(">%di" % n_new_isr__1, buf, pos))
+                pos += n_new_isr__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_epoch, pos, end)
+                f_partition_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionRequest_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.new_isr = f_new_isr__1
+                obj__1.new_isr_with_epochs = []
+                obj__1.leader_recovery_state = 0
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -541,7 +935,7 @@ def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -565,7 +959,7 @@ def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -574,6 +968,50 @@ def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_PartitionData_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_leader_epoch__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if pos < end and buf[pos] < 128:
+                    n_new_isr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_new_isr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_new_isr__1, pos = _w.read_uvarint(buf, pos, end, 'new_isr')
+                    n_new_isr__1 -= 1
+                if n_new_isr__1 < 0 or n_new_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('new_isr', pos - 1, n_new_isr__1, end, 4, 1)
+                if n_new_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_new_isr__1 = list(_A_i[n_new_isr__1].unpack_from(buf, pos))
+                else:
+                    f_new_isr__1 = list(_unpack_from(">%di" % n_new_isr__1, buf, pos))
+                pos += n_new_isr__1 * 4
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                f_leader_recovery_state__1, f_partition_epoch__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionRequest_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.new_isr = f_new_isr__1
+                obj__1.new_isr_with_epochs = []
+                obj__1.leader_recovery_state = f_leader_recovery_state__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -658,7 +1096,7 @@ def _dec_AlterPartitionRequest_TopicData_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -667,6 +1105,50 @@ def _dec_AlterPartitionRequest_TopicData_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_PartitionData_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_leader_epoch__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if pos < end and buf[pos] < 128:
+                    n_new_isr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_new_isr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_new_isr__1, pos = _w.read_uvarint(buf, pos, end, 'new_isr')
+                    n_new_isr__1 -= 1
+                if n_new_isr__1 < 0 or n_new_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('new_isr', pos - 1, n_new_isr__1, end, 4, 1)
+                if n_new_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_new_isr__1 = list(_A_i[n_new_isr__1].unpack_from(buf, pos))
+                else:
+                    f_new_isr__1 = list(_unpack_from(">%di" % n_new_isr__1, buf, pos))
+                pos += n_new_isr__1 * 4
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                f_leader_recovery_state__1, f_partition_epoch__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionRequest_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.new_isr = f_new_isr__1
+                obj__1.new_isr_with_epochs = []
+                obj__1.leader_recovery_state = f_leader_recovery_state__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -733,7 +1215,7 @@ def _dec_AlterPartitionRequest_TopicData_v3(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -742,6 +1224,66 @@ def _dec_AlterPartitionRequest_TopicData_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_PartitionData_v3 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_leader_epoch__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if pos < end and buf[pos] < 128:
+                    n_new_isr_with_epochs__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_new_isr_with_epochs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_new_isr_with_epochs__1, pos = _w.read_uvarint(buf, pos, end, 'new_isr_with_epochs')
+                    n_new_isr_with_epochs__1 -= 1
+                if n_new_isr_with_epochs__1 < 0 or n_new_isr_with_epochs__1 > (end - pos) // 13:
+                    raise _w.bad_count('new_isr_with_epochs', pos - 1, n_new_isr_with_epochs__1, end, 13, 1)
+                f_new_isr_with_epochs__1 = []
+                if n_new_isr_with_epochs__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_BrokerState_v3 reads it.
+                    try:
+                        for i__1 in range(n_new_isr_with_epochs__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
+                            f_broker_id__2, f_broker_epoch__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionRequest_BrokerState)
+                            obj__2.broker_id = f_broker_id__2
+                            obj__2.broker_epoch = f_broker_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_new_isr_with_epochs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("new_isr_with_epochs[%d]" % i__1)
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                f_leader_recovery_state__1, f_partition_epoch__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionRequest_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.new_isr = []
+                obj__1.new_isr_with_epochs = f_new_isr_with_epochs__1
+                obj__1.leader_recovery_state = f_leader_recovery_state__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1020,7 +1562,7 @@ def _dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end):
     if n_new_isr_with_epochs < 0 or n_new_isr_with_epochs > (end - pos) // 13:
         raise _w.bad_count('new_isr_with_epochs', pos - 1, n_new_isr_with_epochs, end, 13, 1)
     f_new_isr_with_epochs = []
-    if cython.compiled or n_new_isr_with_epochs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1029,6 +1571,26 @@ def _dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("new_isr_with_epochs[%d]" % i)
         pos = cur.pos
+    elif n_new_isr_with_epochs:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionRequest_BrokerState_v3 reads it.
+        try:
+            for i in range(n_new_isr_with_epochs):
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
+                f_broker_id__1, f_broker_epoch__1 = _S_iq.unpack_from(buf, pos)
+                pos += 12
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionRequest_BrokerState)
+                obj__1.broker_id = f_broker_id__1
+                obj__1.broker_epoch = f_broker_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_new_isr_with_epochs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("new_isr_with_epochs[%d]" % i)
     if end - pos < 5:
         raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
     if cython.compiled:
@@ -1166,7 +1728,7 @@ def _dec_AlterPartitionResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1175,6 +1737,97 @@ def _dec_AlterPartitionResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionResponse_TopicData_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 20:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 20, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionResponse_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                            f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2 = _S_ihii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] < 128:
+                                n_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                n_isr__2 -= 1
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_epoch, pos, end)
+                            f_partition_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.leader_recovery_state = 0
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionResponse_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1250,7 +1903,7 @@ def _dec_AlterPartitionResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1259,6 +1912,97 @@ def _dec_AlterPartitionResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionResponse_TopicData_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 21:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 21, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionResponse_PartitionData_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                            f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2 = _S_ihii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] < 128:
+                                n_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                n_isr__2 -= 1
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 5:
+                                raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                            f_leader_recovery_state__2, f_partition_epoch__2 = _S_bi.unpack_from(buf, pos)
+                            pos += 5
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.leader_recovery_state = f_leader_recovery_state__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionResponse_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1334,7 +2078,7 @@ def _dec_AlterPartitionResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1343,6 +2087,84 @@ def _dec_AlterPartitionResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionResponse_TopicData_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 21:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 21, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionResponse_PartitionData_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                            f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2 = _S_ihii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] < 128:
+                                n_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                n_isr__2 -= 1
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 5:
+                                raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                            f_leader_recovery_state__2, f_partition_epoch__2 = _S_bi.unpack_from(buf, pos)
+                            pos += 5
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.leader_recovery_state = f_leader_recovery_state__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionResponse_TopicData)
+                obj__1.topic_name = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1414,7 +2236,7 @@ def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -1438,7 +2260,7 @@ def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1447,6 +2269,51 @@ def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionResponse_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                f_partition_index__1, f_error_code__1, f_leader_id__1, f_leader_epoch__1 = _S_ihii.unpack_from(buf, pos)
+                pos += 14
+                if pos < end and buf[pos] < 128:
+                    n_isr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr__1, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                    n_isr__1 -= 1
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 1, n_isr__1, end, 4, 1)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_epoch, pos, end)
+                f_partition_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.leader_recovery_state = 0
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1531,7 +2398,7 @@ def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -1555,7 +2422,7 @@ def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 21:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 21, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1564,6 +2431,51 @@ def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionResponse_PartitionData_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                f_partition_index__1, f_error_code__1, f_leader_id__1, f_leader_epoch__1 = _S_ihii.unpack_from(buf, pos)
+                pos += 14
+                if pos < end and buf[pos] < 128:
+                    n_isr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr__1, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                    n_isr__1 -= 1
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 1, n_isr__1, end, 4, 1)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                f_leader_recovery_state__1, f_partition_epoch__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.leader_recovery_state = f_leader_recovery_state__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1648,7 +2560,7 @@ def _dec_AlterPartitionResponse_TopicData_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 21:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 21, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1657,6 +2569,51 @@ def _dec_AlterPartitionResponse_TopicData_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionResponse_PartitionData_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                f_partition_index__1, f_error_code__1, f_leader_id__1, f_leader_epoch__1 = _S_ihii.unpack_from(buf, pos)
+                pos += 14
+                if pos < end and buf[pos] < 128:
+                    n_isr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr__1, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                    n_isr__1 -= 1
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 1, n_isr__1, end, 4, 1)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                f_leader_recovery_state__1, f_partition_epoch__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.leader_recovery_state = f_leader_recovery_state__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -91,7 +91,7 @@ def _dec_AlterPartitionReassignmentsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -100,6 +100,90 @@ def _dec_AlterPartitionReassignmentsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 == -1:
+                                f_replicas__2 = None
+                            elif n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            else:
+                                if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                    f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                                else:
+                                    f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                                pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionReassignmentsRequest_ReassignablePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionReassignmentsRequest_ReassignableTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -179,7 +263,7 @@ def _dec_AlterPartitionReassignmentsRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -188,6 +272,90 @@ def _dec_AlterPartitionReassignmentsRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 == -1:
+                                f_replicas__2 = None
+                            elif n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            else:
+                                if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                    f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                                else:
+                                    f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                                pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionReassignmentsRequest_ReassignablePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionReassignmentsRequest_ReassignableTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -259,7 +427,7 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -283,7 +451,7 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 6, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -292,6 +460,45 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_index, pos, end)
+                f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                    n_replicas__1 -= 1
+                if n_replicas__1 == -1:
+                    f_replicas__1 = None
+                elif n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 1, n_replicas__1, end, 4, 1)
+                else:
+                    if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                        f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                    else:
+                        f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                    pos += n_replicas__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionReassignmentsRequest_ReassignablePartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.replicas = f_replicas__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -469,7 +676,7 @@ def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -495,7 +702,7 @@ def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -504,6 +711,91 @@ def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0 reads it.
+        try:
+            for i in range(n_responses):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 8:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 8, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -608,7 +900,7 @@ def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -634,7 +926,7 @@ def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -643,6 +935,91 @@ def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0 reads it.
+        try:
+            for i in range(n_responses):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 8:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 8, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -736,7 +1113,7 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, c
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -760,7 +1137,7 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, c
     if n_partitions < 0 or n_partitions > (end - pos) // 8:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 8, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -769,6 +1146,46 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, c
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -860,7 +1277,7 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(bu
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

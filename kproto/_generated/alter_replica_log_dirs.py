@@ -77,7 +77,7 @@ def _dec_AlterReplicaLogDirsRequest_v0(buf, cur, end):
     if n_dirs < 0 or n_dirs > (end - pos) // 6:
         raise _w.bad_count('dirs', pos - 4, n_dirs, end, 6, 4)
     f_dirs = []
-    if cython.compiled or n_dirs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -86,6 +86,70 @@ def _dec_AlterReplicaLogDirsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("dirs[%d]" % i)
         pos = cur.pos
+    elif n_dirs:
+        # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0 reads it.
+        try:
+            for i in range(n_dirs):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_path, pos, end)
+                n_path__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_path__1 <= end - pos:
+                    try:
+                        f_path__1 = buf[pos:pos + n_path__1].decode() if n_path__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('path', pos, exc) from None
+                    pos += n_path__1
+                else:
+                    raise _w.bad_sized('path', pos, n_path__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_topics, pos, end)
+                n_topics__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 6:
+                    raise _w.bad_count('topics', pos - 4, n_topics__1, end, 6, 4)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partitions, pos, end)
+                            n_partitions__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                raise _w.bad_count('partitions', pos - 4, n_partitions__2, end, 4, 4)
+                            if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                            else:
+                                f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                            pos += n_partitions__2 * 4
+                            obj__2 = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = []
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                obj__1 = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+                obj__1.path = f_path__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = []
+                f_dirs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("dirs[%d]" % i)
     if cython.compiled:
         obj = AlterReplicaLogDirsRequest.__new__(AlterReplicaLogDirsRequest)
     else:
@@ -135,7 +199,7 @@ def _dec_AlterReplicaLogDirsRequest_v2(buf, cur, end):
     if n_dirs < 0 or n_dirs > (end - pos) // 3:
         raise _w.bad_count('dirs', pos - 1, n_dirs, end, 3, 1)
     f_dirs = []
-    if cython.compiled or n_dirs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -144,6 +208,100 @@ def _dec_AlterReplicaLogDirsRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("dirs[%d]" % i)
         pos = cur.pos
+    elif n_dirs:
+        # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2 reads it.
+        try:
+            for i in range(n_dirs):
+                if pos < end and buf[pos] < 128:
+                    n_path__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_path__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_path__1, pos = _w.read_uvarint(buf, pos, end, 'path')
+                    n_path__1 -= 1
+                if 0 <= n_path__1 <= end - pos:
+                    try:
+                        f_path__1 = buf[pos:pos + n_path__1].decode() if n_path__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('path', pos, exc) from None
+                    pos += n_path__1
+                else:
+                    raise _w.bad_sized('path', pos, n_path__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 4, 1)
+                            if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                            else:
+                                f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                            pos += n_partitions__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+                obj__1.path = f_path__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_dirs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("dirs[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -199,7 +357,7 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_path, 'path')
         else:
             try:
-                f_path = buf[pos:pos + n_path].decode()
+                f_path = buf[pos:pos + n_path].decode() if n_path else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('path', pos, exc) from None
         pos += n_path
@@ -215,7 +373,7 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -224,6 +382,40 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                obj__1 = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = AlterReplicaLogDirsRequest_AlterReplicaLogDir.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
     else:
@@ -296,7 +488,7 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_path, 'path')
         else:
             try:
-                f_path = buf[pos:pos + n_path].decode()
+                f_path = buf[pos:pos + n_path].decode() if n_path else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('path', pos, exc) from None
         pos += n_path
@@ -320,7 +512,7 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -329,6 +521,55 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -404,7 +645,7 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -502,7 +743,7 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -608,7 +849,7 @@ def _dec_AlterReplicaLogDirsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 6:
         raise _w.bad_count('results', pos - 4, n_results, end, 6, 4)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -617,6 +858,51 @@ def _dec_AlterReplicaLogDirsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 6, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            obj__2 = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if cython.compiled:
         obj = AlterReplicaLogDirsResponse.__new__(AlterReplicaLogDirsResponse)
     else:
@@ -675,7 +961,7 @@ def _dec_AlterReplicaLogDirsResponse_v2(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 3:
         raise _w.bad_count('results', pos - 1, n_results, end, 3, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -684,6 +970,71 @@ def _dec_AlterReplicaLogDirsResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2 reads it.
+        try:
+            for i in range(n_results):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 7:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 7, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -745,7 +1096,7 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, 
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -761,7 +1112,7 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, 
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -770,6 +1121,21 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, 
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                obj__1 = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
     else:
@@ -842,7 +1208,7 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, 
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -866,7 +1232,7 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, 
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -875,6 +1241,26 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, 
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

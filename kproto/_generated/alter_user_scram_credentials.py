@@ -79,7 +79,7 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
     if n_deletions < 0 or n_deletions > (end - pos) // 3:
         raise _w.bad_count('deletions', pos - 1, n_deletions, end, 3, 1)
     f_deletions = []
-    if cython.compiled or n_deletions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -88,6 +88,43 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("deletions[%d]" % i)
         pos = cur.pos
+    elif n_deletions:
+        # Each element read inline (pure Python only), as _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0 reads it.
+        try:
+            for i in range(n_deletions):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_mechanism, pos, end)
+                f_mechanism__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterUserScramCredentialsRequest_ScramCredentialDeletion)
+                obj__1.name = f_name__1
+                obj__1.mechanism = f_mechanism__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_deletions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("deletions[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_upsertions = buf[pos] - 1
         pos += 1
@@ -106,7 +143,7 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
     if n_upsertions < 0 or n_upsertions > (end - pos) // 9:
         raise _w.bad_count('upsertions', pos - 1, n_upsertions, end, 9, 1)
     f_upsertions = []
-    if cython.compiled or n_upsertions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -115,6 +152,74 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("upsertions[%d]" % i)
         pos = cur.pos
+    elif n_upsertions:
+        # Each element read inline (pure Python only), as _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0 reads it.
+        try:
+            for i in range(n_upsertions):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_mechanism__iterations, pos, end)
+                f_mechanism__1, f_iterations__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if pos < end and buf[pos] < 128:
+                    n_salt__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_salt__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_salt__1, pos = _w.read_uvarint(buf, pos, end, 'salt')
+                    n_salt__1 -= 1
+                if 0 <= n_salt__1 <= end - pos:
+                    f_salt__1 = buf[pos:pos + n_salt__1]
+                    pos += n_salt__1
+                else:
+                    raise _w.bad_sized('salt', pos, n_salt__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_salted_password__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_salted_password__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_salted_password__1, pos = _w.read_uvarint(buf, pos, end, 'salted_password')
+                    n_salted_password__1 -= 1
+                if 0 <= n_salted_password__1 <= end - pos:
+                    f_salted_password__1 = buf[pos:pos + n_salted_password__1]
+                    pos += n_salted_password__1
+                else:
+                    raise _w.bad_sized('salted_password', pos, n_salted_password__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
+                obj__1.name = f_name__1
+                obj__1.mechanism = f_mechanism__1
+                obj__1.iterations = f_iterations__1
+                obj__1.salt = f_salt__1
+                obj__1.salted_password = f_salted_password__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_upsertions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("upsertions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -192,7 +297,7 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -280,7 +385,7 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -448,7 +553,7 @@ def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -457,6 +562,63 @@ def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0 reads it.
+        try:
+            for i in range(n_results):
+                if pos < end and buf[pos] < 128:
+                    n_user__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_user__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_user__1, pos = _w.read_uvarint(buf, pos, end, 'user')
+                    n_user__1 -= 1
+                if 0 <= n_user__1 <= end - pos:
+                    try:
+                        f_user__1 = buf[pos:pos + n_user__1].decode() if n_user__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('user', pos, exc) from None
+                    pos += n_user__1
+                else:
+                    raise _w.bad_sized('user', pos, n_user__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
+                obj__1.user = f_user__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -526,7 +688,7 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
                 raise _w.bad_utf8_at(buf, pos, n_user, 'user')
         else:
             try:
-                f_user = buf[pos:pos + n_user].decode()
+                f_user = buf[pos:pos + n_user].decode() if n_user else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('user', pos, exc) from None
         pos += n_user
@@ -561,7 +723,7 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

@@ -112,7 +112,7 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_software_name, 'client_software_name')
         else:
             try:
-                f_client_software_name = buf[pos:pos + n_client_software_name].decode()
+                f_client_software_name = buf[pos:pos + n_client_software_name].decode() if n_client_software_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_software_name', pos, exc) from None
         pos += n_client_software_name
@@ -140,7 +140,7 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_software_version, 'client_software_version')
         else:
             try:
-                f_client_software_version = buf[pos:pos + n_client_software_version].decode()
+                f_client_software_version = buf[pos:pos + n_client_software_version].decode() if n_client_software_version else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_software_version', pos, exc) from None
         pos += n_client_software_version
@@ -224,7 +224,7 @@ def _dec_ApiVersionsResponse_v0(buf, cur, end):
     if n_api_keys < 0 or n_api_keys > (end - pos) // 6:
         raise _w.bad_count('api_keys', pos - 4, n_api_keys, end, 6, 4)
     f_api_keys = []
-    if cython.compiled or n_api_keys:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -233,6 +233,22 @@ def _dec_ApiVersionsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("api_keys[%d]" % i)
         pos = cur.pos
+    elif n_api_keys:
+        # Each element read inline (pure Python only), as _dec_ApiVersionsResponse_ApiVersion_v0 reads it.
+        try:
+            for i in range(n_api_keys):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_api_key__max_version, pos, end)
+                f_api_key__1, f_min_version__1, f_max_version__1 = _S_hhh.unpack_from(buf, pos)
+                pos += 6
+                obj__1 = _new(ApiVersionsResponse_ApiVersion)
+                obj__1.api_key = f_api_key__1
+                obj__1.min_version = f_min_version__1
+                obj__1.max_version = f_max_version__1
+                obj__1.unknown_tagged_fields = []
+                f_api_keys.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("api_keys[%d]" % i)
     if cython.compiled:
         obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
     else:
@@ -282,7 +298,7 @@ def _dec_ApiVersionsResponse_v1(buf, cur, end):
     if n_api_keys < 0 or n_api_keys > (end - pos) // 6:
         raise _w.bad_count('api_keys', pos - 4, n_api_keys, end, 6, 4)
     f_api_keys = []
-    if cython.compiled or n_api_keys:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -291,6 +307,22 @@ def _dec_ApiVersionsResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("api_keys[%d]" % i)
         pos = cur.pos
+    elif n_api_keys:
+        # Each element read inline (pure Python only), as _dec_ApiVersionsResponse_ApiVersion_v0 reads it.
+        try:
+            for i in range(n_api_keys):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_api_key__max_version, pos, end)
+                f_api_key__1, f_min_version__1, f_max_version__1 = _S_hhh.unpack_from(buf, pos)
+                pos += 6
+                obj__1 = _new(ApiVersionsResponse_ApiVersion)
+                obj__1.api_key = f_api_key__1
+                obj__1.min_version = f_min_version__1
+                obj__1.max_version = f_max_version__1
+                obj__1.unknown_tagged_fields = []
+                f_api_keys.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("api_keys[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -366,7 +398,7 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
     if n_api_keys < 0 or n_api_keys > (end - pos) // 7:
         raise _w.bad_count('api_keys', pos - 1, n_api_keys, end, 7, 1)
     f_api_keys = []
-    if cython.compiled or n_api_keys:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -375,6 +407,27 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("api_keys[%d]" % i)
         pos = cur.pos
+    elif n_api_keys:
+        # Each element read inline (pure Python only), as _dec_ApiVersionsResponse_ApiVersion_v3 reads it.
+        try:
+            for i in range(n_api_keys):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_api_key__max_version, pos, end)
+                f_api_key__1, f_min_version__1, f_max_version__1 = _S_hhh.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ApiVersionsResponse_ApiVersion)
+                obj__1.api_key = f_api_key__1
+                obj__1.min_version = f_min_version__1
+                obj__1.max_version = f_max_version__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_api_keys.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("api_keys[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -683,7 +736,7 @@ def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -774,7 +827,7 @@ def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name

@@ -86,7 +86,7 @@ def _dec_AssignReplicasToDirsRequest_v0(buf, cur, end):
     if n_directories < 0 or n_directories > (end - pos) // 18:
         raise _w.bad_count('directories', pos - 1, n_directories, end, 18, 1)
     f_directories = []
-    if cython.compiled or n_directories:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -95,6 +95,89 @@ def _dec_AssignReplicasToDirsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("directories[%d]" % i)
         pos = cur.pos
+    elif n_directories:
+        # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsRequest_DirectoryData_v0 reads it.
+        try:
+            for i in range(n_directories):
+                if end - pos < 16:
+                    raise _w.short_read('id', pos, 16, end)
+                f_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 18:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 18, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsRequest_TopicData_v0 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if end - pos < 16:
+                                raise _w.short_read('topic_id', pos, 16, end)
+                            f_topic_id__2 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 5:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 5, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsRequest_PartitionData_v0 reads it.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 4:
+                                            raise _w.short_run(_RUN_partition_index, pos, end)
+                                        f_partition_index__3 = _S_i.unpack_from(buf, pos)[0]
+                                        pos += 4
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(AssignReplicasToDirsRequest_PartitionData)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AssignReplicasToDirsRequest_TopicData)
+                            obj__2.topic_id = f_topic_id__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AssignReplicasToDirsRequest_DirectoryData)
+                obj__1.id = f_id__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_directories.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("directories[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -166,7 +249,7 @@ def _dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -175,6 +258,57 @@ def _dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsRequest_TopicData_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 5:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 5, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsRequest_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AssignReplicasToDirsRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AssignReplicasToDirsRequest_TopicData)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -240,7 +374,7 @@ def _dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 5:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 5, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -249,6 +383,25 @@ def _dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsRequest_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_index, pos, end)
+                f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AssignReplicasToDirsRequest_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -358,7 +511,7 @@ def _dec_AssignReplicasToDirsResponse_v0(buf, cur, end):
     if n_directories < 0 or n_directories > (end - pos) // 18:
         raise _w.bad_count('directories', pos - 1, n_directories, end, 18, 1)
     f_directories = []
-    if cython.compiled or n_directories:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -367,6 +520,90 @@ def _dec_AssignReplicasToDirsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("directories[%d]" % i)
         pos = cur.pos
+    elif n_directories:
+        # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsResponse_DirectoryData_v0 reads it.
+        try:
+            for i in range(n_directories):
+                if end - pos < 16:
+                    raise _w.short_read('id', pos, 16, end)
+                f_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 18:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 18, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsResponse_TopicData_v0 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if end - pos < 16:
+                                raise _w.short_read('topic_id', pos, 16, end)
+                            f_topic_id__2 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 7:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 7, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsResponse_PartitionData_v0 reads it.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 6:
+                                            raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                                        f_partition_index__3, f_error_code__3 = _S_ih.unpack_from(buf, pos)
+                                        pos += 6
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(AssignReplicasToDirsResponse_PartitionData)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.error_code = f_error_code__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AssignReplicasToDirsResponse_TopicData)
+                            obj__2.topic_id = f_topic_id__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AssignReplicasToDirsResponse_DirectoryData)
+                obj__1.id = f_id__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_directories.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("directories[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -438,7 +675,7 @@ def _dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -447,6 +684,58 @@ def _dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsResponse_TopicData_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 7:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 7, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsResponse_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AssignReplicasToDirsResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AssignReplicasToDirsResponse_TopicData)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -512,7 +801,7 @@ def _dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -521,6 +810,26 @@ def _dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_AssignReplicasToDirsResponse_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AssignReplicasToDirsResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

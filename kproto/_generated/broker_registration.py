@@ -95,7 +95,7 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -123,7 +123,7 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 7:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
     f_listeners = []
-    if cython.compiled or n_listeners:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -132,6 +132,62 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("listeners[%d]" % i)
         pos = cur.pos
+    elif n_listeners:
+        # Each element read inline (pure Python only), as _dec_BrokerRegistrationRequest_Listener_v0 reads it.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port__security_protocol, pos, end)
+                f_port__1, f_security_protocol__1 = _S_Hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BrokerRegistrationRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.security_protocol = f_security_protocol__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_features = buf[pos] - 1
         pos += 1
@@ -150,7 +206,7 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     if n_features < 0 or n_features > (end - pos) // 6:
         raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
     f_features = []
-    if cython.compiled or n_features:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -159,6 +215,44 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("features[%d]" % i)
         pos = cur.pos
+    elif n_features:
+        # Each element read inline (pure Python only), as _dec_BrokerRegistrationRequest_Feature_v0 reads it.
+        try:
+            for i in range(n_features):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
+                f_min_supported_version__1, f_max_supported_version__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BrokerRegistrationRequest_Feature)
+                obj__1.name = f_name__1
+                obj__1.min_supported_version = f_min_supported_version__1
+                obj__1.max_supported_version = f_max_supported_version__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_features.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_rack = buf[pos] - 1
         pos += 1
@@ -181,7 +275,7 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
@@ -326,7 +420,7 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -354,7 +448,7 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 7:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
     f_listeners = []
-    if cython.compiled or n_listeners:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -363,6 +457,62 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("listeners[%d]" % i)
         pos = cur.pos
+    elif n_listeners:
+        # Each element read inline (pure Python only), as _dec_BrokerRegistrationRequest_Listener_v0 reads it.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port__security_protocol, pos, end)
+                f_port__1, f_security_protocol__1 = _S_Hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BrokerRegistrationRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.security_protocol = f_security_protocol__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_features = buf[pos] - 1
         pos += 1
@@ -381,7 +531,7 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
     if n_features < 0 or n_features > (end - pos) // 6:
         raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
     f_features = []
-    if cython.compiled or n_features:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -390,6 +540,44 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("features[%d]" % i)
         pos = cur.pos
+    elif n_features:
+        # Each element read inline (pure Python only), as _dec_BrokerRegistrationRequest_Feature_v0 reads it.
+        try:
+            for i in range(n_features):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
+                f_min_supported_version__1, f_max_supported_version__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BrokerRegistrationRequest_Feature)
+                obj__1.name = f_name__1
+                obj__1.min_supported_version = f_min_supported_version__1
+                obj__1.max_supported_version = f_max_supported_version__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_features.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_rack = buf[pos] - 1
         pos += 1
@@ -412,7 +600,7 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
@@ -570,7 +758,7 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -598,7 +786,7 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 7:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
     f_listeners = []
-    if cython.compiled or n_listeners:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -607,6 +795,62 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("listeners[%d]" % i)
         pos = cur.pos
+    elif n_listeners:
+        # Each element read inline (pure Python only), as _dec_BrokerRegistrationRequest_Listener_v0 reads it.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port__security_protocol, pos, end)
+                f_port__1, f_security_protocol__1 = _S_Hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BrokerRegistrationRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.security_protocol = f_security_protocol__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_features = buf[pos] - 1
         pos += 1
@@ -625,7 +869,7 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
     if n_features < 0 or n_features > (end - pos) // 6:
         raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
     f_features = []
-    if cython.compiled or n_features:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -634,6 +878,44 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("features[%d]" % i)
         pos = cur.pos
+    elif n_features:
+        # Each element read inline (pure Python only), as _dec_BrokerRegistrationRequest_Feature_v0 reads it.
+        try:
+            for i in range(n_features):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
+                f_min_supported_version__1, f_max_supported_version__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BrokerRegistrationRequest_Feature)
+                obj__1.name = f_name__1
+                obj__1.min_supported_version = f_min_supported_version__1
+                obj__1.max_supported_version = f_max_supported_version__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_features.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_rack = buf[pos] - 1
         pos += 1
@@ -656,7 +938,7 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
@@ -846,7 +1128,7 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -874,7 +1156,7 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 7:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
     f_listeners = []
-    if cython.compiled or n_listeners:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -883,6 +1165,62 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("listeners[%d]" % i)
         pos = cur.pos
+    elif n_listeners:
+        # Each element read inline (pure Python only), as _dec_BrokerRegistrationRequest_Listener_v0 reads it.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port__security_protocol, pos, end)
+                f_port__1, f_security_protocol__1 = _S_Hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BrokerRegistrationRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.security_protocol = f_security_protocol__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_features = buf[pos] - 1
         pos += 1
@@ -901,7 +1239,7 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
     if n_features < 0 or n_features > (end - pos) // 6:
         raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
     f_features = []
-    if cython.compiled or n_features:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -910,6 +1248,44 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("features[%d]" % i)
         pos = cur.pos
+    elif n_features:
+        # Each element read inline (pure Python only), as _dec_BrokerRegistrationRequest_Feature_v0 reads it.
+        try:
+            for i in range(n_features):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
+                f_min_supported_version__1, f_max_supported_version__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BrokerRegistrationRequest_Feature)
+                obj__1.name = f_name__1
+                obj__1.min_supported_version = f_min_supported_version__1
+                obj__1.max_supported_version = f_max_supported_version__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_features.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_rack = buf[pos] - 1
         pos += 1
@@ -932,7 +1308,7 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
@@ -1127,7 +1503,7 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1155,7 +1531,7 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -1266,7 +1642,7 @@ def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name

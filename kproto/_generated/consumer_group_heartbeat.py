@@ -83,7 +83,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -111,7 +111,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -146,7 +146,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
             try:
-                f_instance_id = buf[pos:pos + n_instance_id].decode()
+                f_instance_id = buf[pos:pos + n_instance_id].decode() if n_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
@@ -176,7 +176,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -236,7 +236,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                     raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
             else:
                 try:
-                    s = buf[pos:pos + m].decode()
+                    s = buf[pos:pos + m].decode() if m else ""
                 except UnicodeDecodeError as exc:
                     raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
             f_subscribed_topic_names.append(s)
@@ -263,7 +263,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_server_assignor, 'server_assignor')
         else:
             try:
-                f_server_assignor = buf[pos:pos + n_server_assignor].decode()
+                f_server_assignor = buf[pos:pos + n_server_assignor].decode() if n_server_assignor else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('server_assignor', pos, exc) from None
         pos += n_server_assignor
@@ -292,7 +292,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
     else:
         f_topic_partitions = []
-        if cython.compiled or n_topic_partitions:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -301,6 +301,42 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topic_partitions[%d]" % i)
             pos = cur.pos
+        elif n_topic_partitions:
+            # Each element read inline (pure Python only), as _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0 reads it.
+            try:
+                for i in range(n_topic_partitions):
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(ConsumerGroupHeartbeatRequest_TopicPartitions)
+                    obj__1.topic_id = f_topic_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topic_partitions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -505,7 +541,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -533,7 +569,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -568,7 +604,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
             try:
-                f_instance_id = buf[pos:pos + n_instance_id].decode()
+                f_instance_id = buf[pos:pos + n_instance_id].decode() if n_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
@@ -598,7 +634,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -658,7 +694,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                     raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
             else:
                 try:
-                    s = buf[pos:pos + m].decode()
+                    s = buf[pos:pos + m].decode() if m else ""
                 except UnicodeDecodeError as exc:
                     raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
             f_subscribed_topic_names.append(s)
@@ -685,7 +721,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         else:
             try:
-                f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode()
+                f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode() if n_subscribed_topic_regex else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
         pos += n_subscribed_topic_regex
@@ -715,7 +751,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_server_assignor, 'server_assignor')
         else:
             try:
-                f_server_assignor = buf[pos:pos + n_server_assignor].decode()
+                f_server_assignor = buf[pos:pos + n_server_assignor].decode() if n_server_assignor else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('server_assignor', pos, exc) from None
         pos += n_server_assignor
@@ -744,7 +780,7 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
     else:
         f_topic_partitions = []
-        if cython.compiled or n_topic_partitions:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -753,6 +789,42 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topic_partitions[%d]" % i)
             pos = cur.pos
+        elif n_topic_partitions:
+            # Each element read inline (pure Python only), as _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0 reads it.
+            try:
+                for i in range(n_topic_partitions):
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(ConsumerGroupHeartbeatRequest_TopicPartitions)
+                    obj__1.topic_id = f_topic_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topic_partitions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1057,7 +1129,7 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1087,7 +1159,7 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1222,7 +1294,7 @@ def _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
     if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 18:
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
     f_topic_partitions = []
-    if cython.compiled or n_topic_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1231,6 +1303,42 @@ def _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_partitions[%d]" % i)
         pos = cur.pos
+    elif n_topic_partitions:
+        # Each element read inline (pure Python only), as _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0 reads it.
+        try:
+            for i in range(n_topic_partitions):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ConsumerGroupHeartbeatResponse_TopicPartitions)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

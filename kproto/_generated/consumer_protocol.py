@@ -75,7 +75,7 @@ def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
     if n_assigned_partitions < 0 or n_assigned_partitions > (end - pos) // 6:
         raise _w.bad_count('assigned_partitions', pos - 4, n_assigned_partitions, end, 6, 4)
     f_assigned_partitions = []
-    if cython.compiled or n_assigned_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -84,6 +84,39 @@ def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("assigned_partitions[%d]" % i)
         pos = cur.pos
+    elif n_assigned_partitions:
+        # Each element read inline (pure Python only), as _dec_ConsumerProtocolAssignment_TopicPartition_v0 reads it.
+        try:
+            for i in range(n_assigned_partitions):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                obj__1 = _new(ConsumerProtocolAssignment_TopicPartition)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                f_assigned_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("assigned_partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_user_data, pos, end)
     if cython.compiled:
@@ -158,7 +191,7 @@ def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -256,7 +289,7 @@ def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
         f_topics.append(s)
@@ -352,7 +385,7 @@ def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
         f_topics.append(s)
@@ -381,7 +414,7 @@ def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
     if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
         raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
     f_owned_partitions = []
-    if cython.compiled or n_owned_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -390,6 +423,39 @@ def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("owned_partitions[%d]" % i)
         pos = cur.pos
+    elif n_owned_partitions:
+        # Each element read inline (pure Python only), as _dec_ConsumerProtocolSubscription_TopicPartition_v1 reads it.
+        try:
+            for i in range(n_owned_partitions):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                obj__1 = _new(ConsumerProtocolSubscription_TopicPartition)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                f_owned_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("owned_partitions[%d]" % i)
     if cython.compiled:
         obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
     else:
@@ -479,7 +545,7 @@ def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
         f_topics.append(s)
@@ -508,7 +574,7 @@ def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
     if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
         raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
     f_owned_partitions = []
-    if cython.compiled or n_owned_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -517,6 +583,39 @@ def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("owned_partitions[%d]" % i)
         pos = cur.pos
+    elif n_owned_partitions:
+        # Each element read inline (pure Python only), as _dec_ConsumerProtocolSubscription_TopicPartition_v1 reads it.
+        try:
+            for i in range(n_owned_partitions):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                obj__1 = _new(ConsumerProtocolSubscription_TopicPartition)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                f_owned_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("owned_partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_generation_id, pos, end)
     if cython.compiled:
@@ -618,7 +717,7 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
         f_topics.append(s)
@@ -647,7 +746,7 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
     if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
         raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
     f_owned_partitions = []
-    if cython.compiled or n_owned_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -656,6 +755,39 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("owned_partitions[%d]" % i)
         pos = cur.pos
+    elif n_owned_partitions:
+        # Each element read inline (pure Python only), as _dec_ConsumerProtocolSubscription_TopicPartition_v1 reads it.
+        try:
+            for i in range(n_owned_partitions):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                obj__1 = _new(ConsumerProtocolSubscription_TopicPartition)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                f_owned_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("owned_partitions[%d]" % i)
     if end - pos < 6:
         raise _w.short_run(_RUN_generation_id__rack_id, pos, end)
     if cython.compiled:
@@ -671,7 +803,7 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -778,7 +910,7 @@ def _dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic

@@ -183,7 +183,7 @@ def _dec_ControlledShutdownResponse_v0(buf, cur, end):
     if n_remaining_partitions < 0 or n_remaining_partitions > (end - pos) // 6:
         raise _w.bad_count('remaining_partitions', pos - 4, n_remaining_partitions, end, 6, 4)
     f_remaining_partitions = []
-    if cython.compiled or n_remaining_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -192,6 +192,33 @@ def _dec_ControlledShutdownResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("remaining_partitions[%d]" % i)
         pos = cur.pos
+    elif n_remaining_partitions:
+        # Each element read inline (pure Python only), as _dec_ControlledShutdownResponse_RemainingPartition_v0 reads it.
+        try:
+            for i in range(n_remaining_partitions):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_index, pos, end)
+                f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(ControlledShutdownResponse_RemainingPartition)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.unknown_tagged_fields = []
+                f_remaining_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("remaining_partitions[%d]" % i)
     if cython.compiled:
         obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
     else:
@@ -250,7 +277,7 @@ def _dec_ControlledShutdownResponse_v3(buf, cur, end):
     if n_remaining_partitions < 0 or n_remaining_partitions > (end - pos) // 6:
         raise _w.bad_count('remaining_partitions', pos - 1, n_remaining_partitions, end, 6, 1)
     f_remaining_partitions = []
-    if cython.compiled or n_remaining_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -259,6 +286,43 @@ def _dec_ControlledShutdownResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("remaining_partitions[%d]" % i)
         pos = cur.pos
+    elif n_remaining_partitions:
+        # Each element read inline (pure Python only), as _dec_ControlledShutdownResponse_RemainingPartition_v3 reads it.
+        try:
+            for i in range(n_remaining_partitions):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_index, pos, end)
+                f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ControlledShutdownResponse_RemainingPartition)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_remaining_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("remaining_partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -320,7 +384,7 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -398,7 +462,7 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name

@@ -103,7 +103,7 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 7:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
     f_listeners = []
-    if cython.compiled or n_listeners:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -112,6 +112,62 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("listeners[%d]" % i)
         pos = cur.pos
+    elif n_listeners:
+        # Each element read inline (pure Python only), as _dec_ControllerRegistrationRequest_Listener_v0 reads it.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port__security_protocol, pos, end)
+                f_port__1, f_security_protocol__1 = _S_Hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ControllerRegistrationRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.security_protocol = f_security_protocol__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_features = buf[pos] - 1
         pos += 1
@@ -130,7 +186,7 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
     if n_features < 0 or n_features > (end - pos) // 6:
         raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
     f_features = []
-    if cython.compiled or n_features:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -139,6 +195,44 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("features[%d]" % i)
         pos = cur.pos
+    elif n_features:
+        # Each element read inline (pure Python only), as _dec_ControllerRegistrationRequest_Feature_v0 reads it.
+        try:
+            for i in range(n_features):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
+                f_min_supported_version__1, f_max_supported_version__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ControllerRegistrationRequest_Feature)
+                obj__1.name = f_name__1
+                obj__1.min_supported_version = f_min_supported_version__1
+                obj__1.max_supported_version = f_max_supported_version__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_features.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -230,7 +324,7 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -258,7 +352,7 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -369,7 +463,7 @@ def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -468,7 +562,7 @@ def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

@@ -82,7 +82,7 @@ def _dec_CreateAclsRequest_v0(buf, cur, end):
     if n_creations < 0 or n_creations > (end - pos) // 9:
         raise _w.bad_count('creations', pos - 4, n_creations, end, 9, 4)
     f_creations = []
-    if cython.compiled or n_creations:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -91,6 +91,62 @@ def _dec_CreateAclsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("creations[%d]" % i)
         pos = cur.pos
+    elif n_creations:
+        # Each element read inline (pure Python only), as _dec_CreateAclsRequest_AclCreation_v0 reads it.
+        try:
+            for i in range(n_creations):
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_principal, pos, end)
+                n_principal__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_principal__1 <= end - pos:
+                    try:
+                        f_principal__1 = buf[pos:pos + n_principal__1].decode() if n_principal__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal', pos, exc) from None
+                    pos += n_principal__1
+                else:
+                    raise _w.bad_sized('principal', pos, n_principal__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_host, pos, end)
+                n_host__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                obj__1 = _new(CreateAclsRequest_AclCreation)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.resource_pattern_type = 3
+                obj__1.principal = f_principal__1
+                obj__1.host = f_host__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = []
+                f_creations.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("creations[%d]" % i)
     if cython.compiled:
         obj = CreateAclsRequest.__new__(CreateAclsRequest)
     else:
@@ -132,7 +188,7 @@ def _dec_CreateAclsRequest_v1(buf, cur, end):
     if n_creations < 0 or n_creations > (end - pos) // 10:
         raise _w.bad_count('creations', pos - 4, n_creations, end, 10, 4)
     f_creations = []
-    if cython.compiled or n_creations:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -141,6 +197,62 @@ def _dec_CreateAclsRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("creations[%d]" % i)
         pos = cur.pos
+    elif n_creations:
+        # Each element read inline (pure Python only), as _dec_CreateAclsRequest_AclCreation_v1 reads it.
+        try:
+            for i in range(n_creations):
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_pattern_type__principal, pos, end)
+                f_resource_pattern_type__1, n_principal__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_principal__1 <= end - pos:
+                    try:
+                        f_principal__1 = buf[pos:pos + n_principal__1].decode() if n_principal__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal', pos, exc) from None
+                    pos += n_principal__1
+                else:
+                    raise _w.bad_sized('principal', pos, n_principal__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_host, pos, end)
+                n_host__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                obj__1 = _new(CreateAclsRequest_AclCreation)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.resource_pattern_type = f_resource_pattern_type__1
+                obj__1.principal = f_principal__1
+                obj__1.host = f_host__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = []
+                f_creations.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("creations[%d]" % i)
     if cython.compiled:
         obj = CreateAclsRequest.__new__(CreateAclsRequest)
     else:
@@ -190,7 +302,7 @@ def _dec_CreateAclsRequest_v2(buf, cur, end):
     if n_creations < 0 or n_creations > (end - pos) // 8:
         raise _w.bad_count('creations', pos - 1, n_creations, end, 8, 1)
     f_creations = []
-    if cython.compiled or n_creations:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -199,6 +311,90 @@ def _dec_CreateAclsRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("creations[%d]" % i)
         pos = cur.pos
+    elif n_creations:
+        # Each element read inline (pure Python only), as _dec_CreateAclsRequest_AclCreation_v2 reads it.
+        try:
+            for i in range(n_creations):
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_type, pos, end)
+                f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_pattern_type, pos, end)
+                f_resource_pattern_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_principal__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal__1, pos = _w.read_uvarint(buf, pos, end, 'principal')
+                    n_principal__1 -= 1
+                if 0 <= n_principal__1 <= end - pos:
+                    try:
+                        f_principal__1 = buf[pos:pos + n_principal__1].decode() if n_principal__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal', pos, exc) from None
+                    pos += n_principal__1
+                else:
+                    raise _w.bad_sized('principal', pos, n_principal__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreateAclsRequest_AclCreation)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.resource_pattern_type = f_resource_pattern_type__1
+                obj__1.principal = f_principal__1
+                obj__1.host = f_host__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_creations.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("creations[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -255,7 +451,7 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -275,7 +471,7 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
             try:
-                f_principal = buf[pos:pos + n_principal].decode()
+                f_principal = buf[pos:pos + n_principal].decode() if n_principal else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
@@ -295,7 +491,7 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -412,7 +608,7 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -433,7 +629,7 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
             try:
-                f_principal = buf[pos:pos + n_principal].decode()
+                f_principal = buf[pos:pos + n_principal].decode() if n_principal else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
@@ -453,7 +649,7 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -583,7 +779,7 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -618,7 +814,7 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
             try:
-                f_principal = buf[pos:pos + n_principal].decode()
+                f_principal = buf[pos:pos + n_principal].decode() if n_principal else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
@@ -646,7 +842,7 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -778,7 +974,7 @@ def _dec_CreateAclsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 4:
         raise _w.bad_count('results', pos - 4, n_results, end, 4, 4)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -787,6 +983,31 @@ def _dec_CreateAclsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_CreateAclsResponse_AclCreationResult_v0 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                obj__1 = _new(CreateAclsResponse_AclCreationResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = []
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if cython.compiled:
         obj = CreateAclsResponse.__new__(CreateAclsResponse)
     else:
@@ -845,7 +1066,7 @@ def _dec_CreateAclsResponse_v2(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 4:
         raise _w.bad_count('results', pos - 1, n_results, end, 4, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -854,6 +1075,45 @@ def _dec_CreateAclsResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_CreateAclsResponse_AclCreationResult_v2 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreateAclsResponse_AclCreationResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -916,7 +1176,7 @@ def _dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -992,7 +1252,7 @@ def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

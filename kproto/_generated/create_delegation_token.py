@@ -79,7 +79,7 @@ def _dec_CreateDelegationTokenRequest_v0(buf, cur, end):
     if n_renewers < 0 or n_renewers > (end - pos) // 4:
         raise _w.bad_count('renewers', pos - 4, n_renewers, end, 4, 4)
     f_renewers = []
-    if cython.compiled or n_renewers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -88,6 +88,41 @@ def _dec_CreateDelegationTokenRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("renewers[%d]" % i)
         pos = cur.pos
+    elif n_renewers:
+        # Each element read inline (pure Python only), as _dec_CreateDelegationTokenRequest_CreatableRenewers_v0 reads it.
+        try:
+            for i in range(n_renewers):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_principal_type, pos, end)
+                n_principal_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_principal_type__1 <= end - pos:
+                    try:
+                        f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_type', pos, exc) from None
+                    pos += n_principal_type__1
+                else:
+                    raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_principal_name, pos, end)
+                n_principal_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_principal_name__1 <= end - pos:
+                    try:
+                        f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_name', pos, exc) from None
+                    pos += n_principal_name__1
+                else:
+                    raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 2, False)
+                obj__1 = _new(CreateDelegationTokenRequest_CreatableRenewers)
+                obj__1.principal_type = f_principal_type__1
+                obj__1.principal_name = f_principal_name__1
+                obj__1.unknown_tagged_fields = []
+                f_renewers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
     if end - pos < 8:
         raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
     if cython.compiled:
@@ -156,7 +191,7 @@ def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    if cython.compiled or n_renewers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -165,6 +200,56 @@ def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("renewers[%d]" % i)
         pos = cur.pos
+    elif n_renewers:
+        # Each element read inline (pure Python only), as _dec_CreateDelegationTokenRequest_CreatableRenewers_v2 reads it.
+        try:
+            for i in range(n_renewers):
+                if pos < end and buf[pos] < 128:
+                    n_principal_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                    n_principal_type__1 -= 1
+                if 0 <= n_principal_type__1 <= end - pos:
+                    try:
+                        f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_type', pos, exc) from None
+                    pos += n_principal_type__1
+                else:
+                    raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_principal_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                    n_principal_name__1 -= 1
+                if 0 <= n_principal_name__1 <= end - pos:
+                    try:
+                        f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_name', pos, exc) from None
+                    pos += n_principal_name__1
+                else:
+                    raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreateDelegationTokenRequest_CreatableRenewers)
+                obj__1.principal_type = f_principal_type__1
+                obj__1.principal_name = f_principal_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_renewers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
     if end - pos < 8:
         raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
     if cython.compiled:
@@ -247,7 +332,7 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_owner_principal_type, 'owner_principal_type')
         else:
             try:
-                f_owner_principal_type = buf[pos:pos + n_owner_principal_type].decode()
+                f_owner_principal_type = buf[pos:pos + n_owner_principal_type].decode() if n_owner_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('owner_principal_type', pos, exc) from None
         pos += n_owner_principal_type
@@ -277,7 +362,7 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_owner_principal_name, 'owner_principal_name')
         else:
             try:
-                f_owner_principal_name = buf[pos:pos + n_owner_principal_name].decode()
+                f_owner_principal_name = buf[pos:pos + n_owner_principal_name].decode() if n_owner_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('owner_principal_name', pos, exc) from None
         pos += n_owner_principal_name
@@ -303,7 +388,7 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    if cython.compiled or n_renewers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -312,6 +397,56 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("renewers[%d]" % i)
         pos = cur.pos
+    elif n_renewers:
+        # Each element read inline (pure Python only), as _dec_CreateDelegationTokenRequest_CreatableRenewers_v2 reads it.
+        try:
+            for i in range(n_renewers):
+                if pos < end and buf[pos] < 128:
+                    n_principal_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                    n_principal_type__1 -= 1
+                if 0 <= n_principal_type__1 <= end - pos:
+                    try:
+                        f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_type', pos, exc) from None
+                    pos += n_principal_type__1
+                else:
+                    raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_principal_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                    n_principal_name__1 -= 1
+                if 0 <= n_principal_name__1 <= end - pos:
+                    try:
+                        f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_name', pos, exc) from None
+                    pos += n_principal_name__1
+                else:
+                    raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreateDelegationTokenRequest_CreatableRenewers)
+                obj__1.principal_type = f_principal_type__1
+                obj__1.principal_name = f_principal_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_renewers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
     if end - pos < 8:
         raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
     if cython.compiled:
@@ -420,7 +555,7 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -440,7 +575,7 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
@@ -524,7 +659,7 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -552,7 +687,7 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
@@ -640,7 +775,7 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -660,7 +795,7 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
@@ -683,7 +818,7 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
             try:
-                f_token_id = buf[pos:pos + n_token_id].decode()
+                f_token_id = buf[pos:pos + n_token_id].decode() if n_token_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
@@ -848,7 +983,7 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -876,7 +1011,7 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
@@ -913,7 +1048,7 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
             try:
-                f_token_id = buf[pos:pos + n_token_id].decode()
+                f_token_id = buf[pos:pos + n_token_id].decode() if n_token_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
@@ -1107,7 +1242,7 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -1135,7 +1270,7 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
@@ -1163,7 +1298,7 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
         else:
             try:
-                f_token_requester_principal_type = buf[pos:pos + n_token_requester_principal_type].decode()
+                f_token_requester_principal_type = buf[pos:pos + n_token_requester_principal_type].decode() if n_token_requester_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('token_requester_principal_type', pos, exc) from None
         pos += n_token_requester_principal_type
@@ -1191,7 +1326,7 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
         else:
             try:
-                f_token_requester_principal_name = buf[pos:pos + n_token_requester_principal_name].decode()
+                f_token_requester_principal_name = buf[pos:pos + n_token_requester_principal_name].decode() if n_token_requester_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('token_requester_principal_name', pos, exc) from None
         pos += n_token_requester_principal_name
@@ -1228,7 +1363,7 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
             try:
-                f_token_id = buf[pos:pos + n_token_id].decode()
+                f_token_id = buf[pos:pos + n_token_id].decode() if n_token_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id

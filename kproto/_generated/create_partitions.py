@@ -80,7 +80,7 @@ def _dec_CreatePartitionsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 10:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 10, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -89,6 +89,61 @@ def _dec_CreatePartitionsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_count__assignments, pos, end)
+                f_count__1, n_assignments__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_assignments__1 == -1:
+                    f_assignments__1 = None
+                elif n_assignments__1 < 0 or n_assignments__1 > (end - pos) // 4:
+                    raise _w.bad_count('assignments', pos - 4, n_assignments__1, end, 4, 4)
+                else:
+                    f_assignments__1 = []
+                    if n_assignments__1:
+                        # Each element read inline (pure Python only), as _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0 reads it.
+                        try:
+                            for i__1 in range(n_assignments__1):
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_broker_ids, pos, end)
+                                n_broker_ids__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                                if n_broker_ids__2 < 0 or n_broker_ids__2 > (end - pos) // 4:
+                                    raise _w.bad_count('broker_ids', pos - 4, n_broker_ids__2, end, 4, 4)
+                                if n_broker_ids__2 < _w.SMALL_ARRAY_MAX:
+                                    f_broker_ids__2 = list(_A_i[n_broker_ids__2].unpack_from(buf, pos))
+                                else:
+                                    f_broker_ids__2 = list(_unpack_from(">%di" % n_broker_ids__2, buf, pos))
+                                pos += n_broker_ids__2 * 4
+                                obj__2 = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
+                                obj__2.broker_ids = f_broker_ids__2
+                                obj__2.unknown_tagged_fields = []
+                                f_assignments__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("assignments[%d]" % i__1)
+                obj__1 = _new(CreatePartitionsRequest_CreatePartitionsTopic)
+                obj__1.name = f_name__1
+                obj__1.count = f_count__1
+                obj__1.assignments = f_assignments__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -157,7 +212,7 @@ def _dec_CreatePartitionsRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 7:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 7, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -166,6 +221,90 @@ def _dec_CreatePartitionsRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_count, pos, end)
+                f_count__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_assignments__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_assignments__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_assignments__1, pos = _w.read_uvarint(buf, pos, end, 'assignments')
+                    n_assignments__1 -= 1
+                if n_assignments__1 == -1:
+                    f_assignments__1 = None
+                elif n_assignments__1 < 0 or n_assignments__1 > (end - pos) // 2:
+                    raise _w.bad_count('assignments', pos - 1, n_assignments__1, end, 2, 1)
+                else:
+                    f_assignments__1 = []
+                    if n_assignments__1:
+                        # Each element read inline (pure Python only), as _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2 reads it.
+                        try:
+                            for i__1 in range(n_assignments__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_broker_ids__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_broker_ids__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_broker_ids__2, pos = _w.read_uvarint(buf, pos, end, 'broker_ids')
+                                    n_broker_ids__2 -= 1
+                                if n_broker_ids__2 < 0 or n_broker_ids__2 > (end - pos) // 4:
+                                    raise _w.bad_count('broker_ids', pos - 1, n_broker_ids__2, end, 4, 1)
+                                if n_broker_ids__2 < _w.SMALL_ARRAY_MAX:
+                                    f_broker_ids__2 = list(_A_i[n_broker_ids__2].unpack_from(buf, pos))
+                                else:
+                                    f_broker_ids__2 = list(_unpack_from(">%di" % n_broker_ids__2, buf, pos))
+                                pos += n_broker_ids__2 * 4
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
+                                obj__2.broker_ids = f_broker_ids__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_assignments__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("assignments[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreatePartitionsRequest_CreatePartitionsTopic)
+                obj__1.name = f_name__1
+                obj__1.count = f_count__1
+                obj__1.assignments = f_assignments__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -240,7 +379,7 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -260,7 +399,7 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 4, 4)
     else:
         f_assignments = []
-        if cython.compiled or n_assignments:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -269,6 +408,27 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("assignments[%d]" % i)
             pos = cur.pos
+        elif n_assignments:
+            # Each element read inline (pure Python only), as _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0 reads it.
+            try:
+                for i in range(n_assignments):
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_broker_ids, pos, end)
+                    n_broker_ids__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_broker_ids__1 < 0 or n_broker_ids__1 > (end - pos) // 4:
+                        raise _w.bad_count('broker_ids', pos - 4, n_broker_ids__1, end, 4, 4)
+                    if n_broker_ids__1 < _w.SMALL_ARRAY_MAX:
+                        f_broker_ids__1 = list(_A_i[n_broker_ids__1].unpack_from(buf, pos))
+                    else:
+                        f_broker_ids__1 = list(_unpack_from(">%di" % n_broker_ids__1, buf, pos))
+                    pos += n_broker_ids__1 * 4
+                    obj__1 = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
+                    obj__1.broker_ids = f_broker_ids__1
+                    obj__1.unknown_tagged_fields = []
+                    f_assignments.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("assignments[%d]" % i)
     if cython.compiled:
         obj = CreatePartitionsRequest_CreatePartitionsTopic.__new__(CreatePartitionsRequest_CreatePartitionsTopic)
     else:
@@ -344,7 +504,7 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -378,7 +538,7 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 2, 1)
     else:
         f_assignments = []
-        if cython.compiled or n_assignments:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -387,6 +547,37 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("assignments[%d]" % i)
             pos = cur.pos
+        elif n_assignments:
+            # Each element read inline (pure Python only), as _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2 reads it.
+            try:
+                for i in range(n_assignments):
+                    if pos < end and buf[pos] < 128:
+                        n_broker_ids__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_broker_ids__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_broker_ids__1, pos = _w.read_uvarint(buf, pos, end, 'broker_ids')
+                        n_broker_ids__1 -= 1
+                    if n_broker_ids__1 < 0 or n_broker_ids__1 > (end - pos) // 4:
+                        raise _w.bad_count('broker_ids', pos - 1, n_broker_ids__1, end, 4, 1)
+                    if n_broker_ids__1 < _w.SMALL_ARRAY_MAX:
+                        f_broker_ids__1 = list(_A_i[n_broker_ids__1].unpack_from(buf, pos))
+                    else:
+                        f_broker_ids__1 = list(_unpack_from(">%di" % n_broker_ids__1, buf, pos))
+                    pos += n_broker_ids__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
+                    obj__1.broker_ids = f_broker_ids__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_assignments.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("assignments[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -586,7 +777,7 @@ def _dec_CreatePartitionsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 6:
         raise _w.bad_count('results', pos - 4, n_results, end, 6, 4)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -595,6 +786,44 @@ def _dec_CreatePartitionsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                obj__1 = _new(CreatePartitionsResponse_CreatePartitionsTopicResult)
+                obj__1.name = f_name__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = []
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if cython.compiled:
         obj = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
     else:
@@ -653,7 +882,7 @@ def _dec_CreatePartitionsResponse_v2(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -662,6 +891,63 @@ def _dec_CreatePartitionsResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2 reads it.
+        try:
+            for i in range(n_results):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreatePartitionsResponse_CreatePartitionsTopicResult)
+                obj__1.name = f_name__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -723,7 +1009,7 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -744,7 +1030,7 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -832,7 +1118,7 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -867,7 +1153,7 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

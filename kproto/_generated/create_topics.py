@@ -90,7 +90,7 @@ def _dec_CreateTopicsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 16:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 16, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -99,6 +99,105 @@ def _dec_CreateTopicsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 10:
+                    raise _w.short_run(_RUN_num_partitions__assignments, pos, end)
+                f_num_partitions__1, f_replication_factor__1, n_assignments__1 = _S_ihi.unpack_from(buf, pos)
+                pos += 10
+                if n_assignments__1 < 0 or n_assignments__1 > (end - pos) // 8:
+                    raise _w.bad_count('assignments', pos - 4, n_assignments__1, end, 8, 4)
+                f_assignments__1 = []
+                if n_assignments__1:
+                    # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableReplicaAssignment_v0 reads it.
+                    try:
+                        for i__1 in range(n_assignments__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_index__broker_ids, pos, end)
+                            f_partition_index__2, n_broker_ids__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if n_broker_ids__2 < 0 or n_broker_ids__2 > (end - pos) // 4:
+                                raise _w.bad_count('broker_ids', pos - 4, n_broker_ids__2, end, 4, 4)
+                            if n_broker_ids__2 < _w.SMALL_ARRAY_MAX:
+                                f_broker_ids__2 = list(_A_i[n_broker_ids__2].unpack_from(buf, pos))
+                            else:
+                                f_broker_ids__2 = list(_unpack_from(">%di" % n_broker_ids__2, buf, pos))
+                            pos += n_broker_ids__2 * 4
+                            obj__2 = _new(CreateTopicsRequest_CreatableReplicaAssignment)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.broker_ids = f_broker_ids__2
+                            obj__2.unknown_tagged_fields = []
+                            f_assignments__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("assignments[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_configs, pos, end)
+                n_configs__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_configs__1 < 0 or n_configs__1 > (end - pos) // 4:
+                    raise _w.bad_count('configs', pos - 4, n_configs__1, end, 4, 4)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableTopicConfig_v0 reads it.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_value, pos, end)
+                            n_value__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                            obj__2 = _new(CreateTopicsRequest_CreatableTopicConfig)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = []
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                obj__1 = _new(CreateTopicsRequest_CreatableTopic)
+                obj__1.name = f_name__1
+                obj__1.num_partitions = f_num_partitions__1
+                obj__1.replication_factor = f_replication_factor__1
+                obj__1.assignments = f_assignments__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -156,7 +255,7 @@ def _dec_CreateTopicsRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 16:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 16, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -165,6 +264,105 @@ def _dec_CreateTopicsRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 10:
+                    raise _w.short_run(_RUN_num_partitions__assignments, pos, end)
+                f_num_partitions__1, f_replication_factor__1, n_assignments__1 = _S_ihi.unpack_from(buf, pos)
+                pos += 10
+                if n_assignments__1 < 0 or n_assignments__1 > (end - pos) // 8:
+                    raise _w.bad_count('assignments', pos - 4, n_assignments__1, end, 8, 4)
+                f_assignments__1 = []
+                if n_assignments__1:
+                    # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableReplicaAssignment_v0 reads it.
+                    try:
+                        for i__1 in range(n_assignments__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_index__broker_ids, pos, end)
+                            f_partition_index__2, n_broker_ids__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if n_broker_ids__2 < 0 or n_broker_ids__2 > (end - pos) // 4:
+                                raise _w.bad_count('broker_ids', pos - 4, n_broker_ids__2, end, 4, 4)
+                            if n_broker_ids__2 < _w.SMALL_ARRAY_MAX:
+                                f_broker_ids__2 = list(_A_i[n_broker_ids__2].unpack_from(buf, pos))
+                            else:
+                                f_broker_ids__2 = list(_unpack_from(">%di" % n_broker_ids__2, buf, pos))
+                            pos += n_broker_ids__2 * 4
+                            obj__2 = _new(CreateTopicsRequest_CreatableReplicaAssignment)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.broker_ids = f_broker_ids__2
+                            obj__2.unknown_tagged_fields = []
+                            f_assignments__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("assignments[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_configs, pos, end)
+                n_configs__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_configs__1 < 0 or n_configs__1 > (end - pos) // 4:
+                    raise _w.bad_count('configs', pos - 4, n_configs__1, end, 4, 4)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableTopicConfig_v0 reads it.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_value, pos, end)
+                            n_value__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                            obj__2 = _new(CreateTopicsRequest_CreatableTopicConfig)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = []
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                obj__1 = _new(CreateTopicsRequest_CreatableTopic)
+                obj__1.name = f_name__1
+                obj__1.num_partitions = f_num_partitions__1
+                obj__1.replication_factor = f_replication_factor__1
+                obj__1.assignments = f_assignments__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -233,7 +431,7 @@ def _dec_CreateTopicsRequest_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 10:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 10, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -242,6 +440,158 @@ def _dec_CreateTopicsRequest_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableTopic_v5 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
+                f_num_partitions__1, f_replication_factor__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_assignments__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_assignments__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_assignments__1, pos = _w.read_uvarint(buf, pos, end, 'assignments')
+                    n_assignments__1 -= 1
+                if n_assignments__1 < 0 or n_assignments__1 > (end - pos) // 6:
+                    raise _w.bad_count('assignments', pos - 1, n_assignments__1, end, 6, 1)
+                f_assignments__1 = []
+                if n_assignments__1:
+                    # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5 reads it.
+                    try:
+                        for i__1 in range(n_assignments__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_broker_ids__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_broker_ids__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_broker_ids__2, pos = _w.read_uvarint(buf, pos, end, 'broker_ids')
+                                n_broker_ids__2 -= 1
+                            if n_broker_ids__2 < 0 or n_broker_ids__2 > (end - pos) // 4:
+                                raise _w.bad_count('broker_ids', pos - 1, n_broker_ids__2, end, 4, 1)
+                            if n_broker_ids__2 < _w.SMALL_ARRAY_MAX:
+                                f_broker_ids__2 = list(_A_i[n_broker_ids__2].unpack_from(buf, pos))
+                            else:
+                                f_broker_ids__2 = list(_unpack_from(">%di" % n_broker_ids__2, buf, pos))
+                            pos += n_broker_ids__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(CreateTopicsRequest_CreatableReplicaAssignment)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.broker_ids = f_broker_ids__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_assignments__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("assignments[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_configs__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_configs__1, pos = _w.read_uvarint(buf, pos, end, 'configs')
+                    n_configs__1 -= 1
+                if n_configs__1 < 0 or n_configs__1 > (end - pos) // 3:
+                    raise _w.bad_count('configs', pos - 1, n_configs__1, end, 3, 1)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableTopicConfig_v5 reads it.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_value__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(CreateTopicsRequest_CreatableTopicConfig)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreateTopicsRequest_CreatableTopic)
+                obj__1.name = f_name__1
+                obj__1.num_partitions = f_num_partitions__1
+                obj__1.replication_factor = f_replication_factor__1
+                obj__1.assignments = f_assignments__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -316,7 +666,7 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -334,7 +684,7 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 8:
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 8, 4)
     f_assignments = []
-    if cython.compiled or n_assignments:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -343,6 +693,28 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("assignments[%d]" % i)
         pos = cur.pos
+    elif n_assignments:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableReplicaAssignment_v0 reads it.
+        try:
+            for i in range(n_assignments):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition_index__broker_ids, pos, end)
+                f_partition_index__1, n_broker_ids__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_broker_ids__1 < 0 or n_broker_ids__1 > (end - pos) // 4:
+                    raise _w.bad_count('broker_ids', pos - 4, n_broker_ids__1, end, 4, 4)
+                if n_broker_ids__1 < _w.SMALL_ARRAY_MAX:
+                    f_broker_ids__1 = list(_A_i[n_broker_ids__1].unpack_from(buf, pos))
+                else:
+                    f_broker_ids__1 = list(_unpack_from(">%di" % n_broker_ids__1, buf, pos))
+                pos += n_broker_ids__1 * 4
+                obj__1 = _new(CreateTopicsRequest_CreatableReplicaAssignment)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.broker_ids = f_broker_ids__1
+                obj__1.unknown_tagged_fields = []
+                f_assignments.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_configs, pos, end)
     if cython.compiled:
@@ -353,7 +725,7 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 4:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 4, 4)
     f_configs = []
-    if cython.compiled or n_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -362,6 +734,43 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("configs[%d]" % i)
         pos = cur.pos
+    elif n_configs:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableTopicConfig_v0 reads it.
+        try:
+            for i in range(n_configs):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_value, pos, end)
+                n_value__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 2, True)
+                obj__1 = _new(CreateTopicsRequest_CreatableTopicConfig)
+                obj__1.name = f_name__1
+                obj__1.value = f_value__1
+                obj__1.unknown_tagged_fields = []
+                f_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
     if cython.compiled:
         obj = CreateTopicsRequest_CreatableTopic.__new__(CreateTopicsRequest_CreatableTopic)
     else:
@@ -451,7 +860,7 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -483,7 +892,7 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 6:
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 6, 1)
     f_assignments = []
-    if cython.compiled or n_assignments:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -492,6 +901,42 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("assignments[%d]" % i)
         pos = cur.pos
+    elif n_assignments:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5 reads it.
+        try:
+            for i in range(n_assignments):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_index, pos, end)
+                f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_broker_ids__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_broker_ids__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_broker_ids__1, pos = _w.read_uvarint(buf, pos, end, 'broker_ids')
+                    n_broker_ids__1 -= 1
+                if n_broker_ids__1 < 0 or n_broker_ids__1 > (end - pos) // 4:
+                    raise _w.bad_count('broker_ids', pos - 1, n_broker_ids__1, end, 4, 1)
+                if n_broker_ids__1 < _w.SMALL_ARRAY_MAX:
+                    f_broker_ids__1 = list(_A_i[n_broker_ids__1].unpack_from(buf, pos))
+                else:
+                    f_broker_ids__1 = list(_unpack_from(">%di" % n_broker_ids__1, buf, pos))
+                pos += n_broker_ids__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreateTopicsRequest_CreatableReplicaAssignment)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.broker_ids = f_broker_ids__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_assignments.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_configs = buf[pos] - 1
         pos += 1
@@ -510,7 +955,7 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 3:
         raise _w.bad_count('configs', pos - 1, n_configs, end, 3, 1)
     f_configs = []
-    if cython.compiled or n_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -519,6 +964,58 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("configs[%d]" % i)
         pos = cur.pos
+    elif n_configs:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsRequest_CreatableTopicConfig_v5 reads it.
+        try:
+            for i in range(n_configs):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_value__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                    n_value__1 -= 1
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreateTopicsRequest_CreatableTopicConfig)
+                obj__1.name = f_name__1
+                obj__1.value = f_value__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -752,7 +1249,7 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -772,7 +1269,7 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -858,7 +1355,7 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -886,7 +1383,7 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -971,7 +1468,7 @@ def _dec_CreateTopicsResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 4:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 4, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -980,6 +1477,39 @@ def _dec_CreateTopicsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsResponse_CreatableTopicResult_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                obj__1 = _new(CreateTopicsResponse_CreatableTopicResult)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = ''
+                obj__1.topic_config_error_code = 0
+                obj__1.num_partitions = -1
+                obj__1.replication_factor = -1
+                obj__1.configs = []
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
     else:
@@ -1022,7 +1552,7 @@ def _dec_CreateTopicsResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1031,6 +1561,49 @@ def _dec_CreateTopicsResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsResponse_CreatableTopicResult_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                obj__1 = _new(CreateTopicsResponse_CreatableTopicResult)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.topic_config_error_code = 0
+                obj__1.num_partitions = -1
+                obj__1.replication_factor = -1
+                obj__1.configs = []
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
     else:
@@ -1074,7 +1647,7 @@ def _dec_CreateTopicsResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1083,6 +1656,49 @@ def _dec_CreateTopicsResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsResponse_CreatableTopicResult_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                obj__1 = _new(CreateTopicsResponse_CreatableTopicResult)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.topic_config_error_code = 0
+                obj__1.num_partitions = -1
+                obj__1.replication_factor = -1
+                obj__1.configs = []
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
     else:
@@ -1141,7 +1757,7 @@ def _dec_CreateTopicsResponse_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 12:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 12, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1150,6 +1766,162 @@ def _dec_CreateTopicsResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsResponse_CreatableTopicResult_v5 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
+                f_num_partitions__1, f_replication_factor__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_configs__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_configs__1, pos = _w.read_uvarint(buf, pos, end, 'configs')
+                    n_configs__1 -= 1
+                if n_configs__1 == -1:
+                    f_configs__1 = None
+                elif n_configs__1 < 0 or n_configs__1 > (end - pos) // 6:
+                    raise _w.bad_count('configs', pos - 1, n_configs__1, end, 6, 1)
+                else:
+                    f_configs__1 = []
+                    if n_configs__1:
+                        # Each element read inline (pure Python only), as _dec_CreateTopicsResponse_CreatableTopicConfigs_v5 reads it.
+                        try:
+                            for i__1 in range(n_configs__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                                if 0 <= n_name__2 <= end - pos:
+                                    try:
+                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('name', pos, exc) from None
+                                    pos += n_name__2
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_value__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                    n_value__2 -= 1
+                                if 0 <= n_value__2 <= end - pos:
+                                    try:
+                                        f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('value', pos, exc) from None
+                                    pos += n_value__2
+                                elif n_value__2 == -1:
+                                    f_value__2 = None
+                                else:
+                                    raise _w.bad_sized('value', pos, n_value__2, end, 1, True)
+                                if end - pos < 3:
+                                    raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
+                                f_read_only__2, f_config_source__2, f_is_sensitive__2 = _S_bbb.unpack_from(buf, pos)
+                                pos += 3
+                                if f_read_only__2 != 0 and f_read_only__2 != 1:
+                                    raise _w.bad_bool('read_only', pos - 3, f_read_only__2)
+                                b_read_only__2 = f_read_only__2 == 1
+                                if f_is_sensitive__2 != 0 and f_is_sensitive__2 != 1:
+                                    raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive__2)
+                                b_is_sensitive__2 = f_is_sensitive__2 == 1
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(CreateTopicsResponse_CreatableTopicConfigs)
+                                obj__2.name = f_name__2
+                                obj__2.value = f_value__2
+                                obj__2.read_only = b_read_only__2
+                                obj__2.config_source = f_config_source__2
+                                obj__2.is_sensitive = b_is_sensitive__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_configs__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("configs[%d]" % i__1)
+                f_topic_config_error_code__1 = 0
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0,))
+                    for tag__1, pos, t_end__1 in spans__1:
+                        if tag__1 == 0:
+                            if t_end__1 - pos < 2:
+                                raise _w.short_run(_RUN_topic_config_error_code, pos, t_end__1)
+                            f_topic_config_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('topic_config_error_code', 0, pos, t_end__1)
+                    pos = after__1
+                obj__1 = _new(CreateTopicsResponse_CreatableTopicResult)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.topic_config_error_code = f_topic_config_error_code__1
+                obj__1.num_partitions = f_num_partitions__1
+                obj__1.replication_factor = f_replication_factor__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1222,7 +1994,7 @@ def _dec_CreateTopicsResponse_v7(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 28:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 28, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1231,6 +2003,166 @@ def _dec_CreateTopicsResponse_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_CreateTopicsResponse_CreatableTopicResult_v7 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
+                f_num_partitions__1, f_replication_factor__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_configs__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_configs__1, pos = _w.read_uvarint(buf, pos, end, 'configs')
+                    n_configs__1 -= 1
+                if n_configs__1 == -1:
+                    f_configs__1 = None
+                elif n_configs__1 < 0 or n_configs__1 > (end - pos) // 6:
+                    raise _w.bad_count('configs', pos - 1, n_configs__1, end, 6, 1)
+                else:
+                    f_configs__1 = []
+                    if n_configs__1:
+                        # Each element read inline (pure Python only), as _dec_CreateTopicsResponse_CreatableTopicConfigs_v5 reads it.
+                        try:
+                            for i__1 in range(n_configs__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                                if 0 <= n_name__2 <= end - pos:
+                                    try:
+                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('name', pos, exc) from None
+                                    pos += n_name__2
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_value__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                    n_value__2 -= 1
+                                if 0 <= n_value__2 <= end - pos:
+                                    try:
+                                        f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('value', pos, exc) from None
+                                    pos += n_value__2
+                                elif n_value__2 == -1:
+                                    f_value__2 = None
+                                else:
+                                    raise _w.bad_sized('value', pos, n_value__2, end, 1, True)
+                                if end - pos < 3:
+                                    raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
+                                f_read_only__2, f_config_source__2, f_is_sensitive__2 = _S_bbb.unpack_from(buf, pos)
+                                pos += 3
+                                if f_read_only__2 != 0 and f_read_only__2 != 1:
+                                    raise _w.bad_bool('read_only', pos - 3, f_read_only__2)
+                                b_read_only__2 = f_read_only__2 == 1
+                                if f_is_sensitive__2 != 0 and f_is_sensitive__2 != 1:
+                                    raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive__2)
+                                b_is_sensitive__2 = f_is_sensitive__2 == 1
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(CreateTopicsResponse_CreatableTopicConfigs)
+                                obj__2.name = f_name__2
+                                obj__2.value = f_value__2
+                                obj__2.read_only = b_read_only__2
+                                obj__2.config_source = f_config_source__2
+                                obj__2.is_sensitive = b_is_sensitive__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_configs__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("configs[%d]" % i__1)
+                f_topic_config_error_code__1 = 0
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0,))
+                    for tag__1, pos, t_end__1 in spans__1:
+                        if tag__1 == 0:
+                            if t_end__1 - pos < 2:
+                                raise _w.short_run(_RUN_topic_config_error_code, pos, t_end__1)
+                            f_topic_config_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('topic_config_error_code', 0, pos, t_end__1)
+                    pos = after__1
+                obj__1 = _new(CreateTopicsResponse_CreatableTopicResult)
+                obj__1.name = f_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.topic_config_error_code = f_topic_config_error_code__1
+                obj__1.num_partitions = f_num_partitions__1
+                obj__1.replication_factor = f_replication_factor__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1292,7 +2224,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1368,7 +2300,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1389,7 +2321,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1482,7 +2414,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1517,7 +2449,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1554,7 +2486,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
         raise _w.bad_count('configs', pos - 1, n_configs, end, 6, 1)
     else:
         f_configs = []
-        if cython.compiled or n_configs:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -1563,6 +2495,71 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("configs[%d]" % i)
             pos = cur.pos
+        elif n_configs:
+            # Each element read inline (pure Python only), as _dec_CreateTopicsResponse_CreatableTopicConfigs_v5 reads it.
+            try:
+                for i in range(n_configs):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_value__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                        n_value__1 -= 1
+                    if 0 <= n_value__1 <= end - pos:
+                        try:
+                            f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('value', pos, exc) from None
+                        pos += n_value__1
+                    elif n_value__1 == -1:
+                        f_value__1 = None
+                    else:
+                        raise _w.bad_sized('value', pos, n_value__1, end, 1, True)
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
+                    f_read_only__1, f_config_source__1, f_is_sensitive__1 = _S_bbb.unpack_from(buf, pos)
+                    pos += 3
+                    if f_read_only__1 != 0 and f_read_only__1 != 1:
+                        raise _w.bad_bool('read_only', pos - 3, f_read_only__1)
+                    b_read_only__1 = f_read_only__1 == 1
+                    if f_is_sensitive__1 != 0 and f_is_sensitive__1 != 1:
+                        raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive__1)
+                    b_is_sensitive__1 = f_is_sensitive__1 == 1
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(CreateTopicsResponse_CreatableTopicConfigs)
+                    obj__1.name = f_name__1
+                    obj__1.value = f_value__1
+                    obj__1.read_only = b_read_only__1
+                    obj__1.config_source = f_config_source__1
+                    obj__1.is_sensitive = b_is_sensitive__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_configs.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("configs[%d]" % i)
     f_topic_config_error_code = 0
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1705,7 +2702,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1744,7 +2741,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1781,7 +2778,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
         raise _w.bad_count('configs', pos - 1, n_configs, end, 6, 1)
     else:
         f_configs = []
-        if cython.compiled or n_configs:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -1790,6 +2787,71 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("configs[%d]" % i)
             pos = cur.pos
+        elif n_configs:
+            # Each element read inline (pure Python only), as _dec_CreateTopicsResponse_CreatableTopicConfigs_v5 reads it.
+            try:
+                for i in range(n_configs):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_value__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                        n_value__1 -= 1
+                    if 0 <= n_value__1 <= end - pos:
+                        try:
+                            f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('value', pos, exc) from None
+                        pos += n_value__1
+                    elif n_value__1 == -1:
+                        f_value__1 = None
+                    else:
+                        raise _w.bad_sized('value', pos, n_value__1, end, 1, True)
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
+                    f_read_only__1, f_config_source__1, f_is_sensitive__1 = _S_bbb.unpack_from(buf, pos)
+                    pos += 3
+                    if f_read_only__1 != 0 and f_read_only__1 != 1:
+                        raise _w.bad_bool('read_only', pos - 3, f_read_only__1)
+                    b_read_only__1 = f_read_only__1 == 1
+                    if f_is_sensitive__1 != 0 and f_is_sensitive__1 != 1:
+                        raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive__1)
+                    b_is_sensitive__1 = f_is_sensitive__1 == 1
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(CreateTopicsResponse_CreatableTopicConfigs)
+                    obj__1.name = f_name__1
+                    obj__1.value = f_value__1
+                    obj__1.read_only = b_read_only__1
+                    obj__1.config_source = f_config_source__1
+                    obj__1.is_sensitive = b_is_sensitive__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_configs.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("configs[%d]" % i)
     f_topic_config_error_code = 0
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1933,7 +2995,7 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1961,7 +3023,7 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value

@@ -89,7 +89,7 @@ def _dec_DeleteAclsRequest_v0(buf, cur, end):
     if n_filters < 0 or n_filters > (end - pos) // 9:
         raise _w.bad_count('filters', pos - 4, n_filters, end, 9, 4)
     f_filters = []
-    if cython.compiled or n_filters:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -98,6 +98,68 @@ def _dec_DeleteAclsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("filters[%d]" % i)
         pos = cur.pos
+    elif n_filters:
+        # Each element read inline (pure Python only), as _dec_DeleteAclsRequest_DeleteAclsFilter_v0 reads it.
+        try:
+            for i in range(n_filters):
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
+                f_resource_type_filter__1, n_resource_name_filter__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name_filter__1 <= end - pos:
+                    try:
+                        f_resource_name_filter__1 = buf[pos:pos + n_resource_name_filter__1].decode() if n_resource_name_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+                    pos += n_resource_name_filter__1
+                elif n_resource_name_filter__1 == -1:
+                    f_resource_name_filter__1 = None
+                else:
+                    raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter__1, end, 2, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_principal_filter, pos, end)
+                n_principal_filter__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_principal_filter__1 <= end - pos:
+                    try:
+                        f_principal_filter__1 = buf[pos:pos + n_principal_filter__1].decode() if n_principal_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_filter', pos, exc) from None
+                    pos += n_principal_filter__1
+                elif n_principal_filter__1 == -1:
+                    f_principal_filter__1 = None
+                else:
+                    raise _w.bad_sized('principal_filter', pos, n_principal_filter__1, end, 2, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_host_filter, pos, end)
+                n_host_filter__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_host_filter__1 <= end - pos:
+                    try:
+                        f_host_filter__1 = buf[pos:pos + n_host_filter__1].decode() if n_host_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_filter', pos, exc) from None
+                    pos += n_host_filter__1
+                elif n_host_filter__1 == -1:
+                    f_host_filter__1 = None
+                else:
+                    raise _w.bad_sized('host_filter', pos, n_host_filter__1, end, 2, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                obj__1 = _new(DeleteAclsRequest_DeleteAclsFilter)
+                obj__1.resource_type_filter = f_resource_type_filter__1
+                obj__1.resource_name_filter = f_resource_name_filter__1
+                obj__1.pattern_type_filter = 3
+                obj__1.principal_filter = f_principal_filter__1
+                obj__1.host_filter = f_host_filter__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = []
+                f_filters.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("filters[%d]" % i)
     if cython.compiled:
         obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
     else:
@@ -139,7 +201,7 @@ def _dec_DeleteAclsRequest_v1(buf, cur, end):
     if n_filters < 0 or n_filters > (end - pos) // 10:
         raise _w.bad_count('filters', pos - 4, n_filters, end, 10, 4)
     f_filters = []
-    if cython.compiled or n_filters:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -148,6 +210,68 @@ def _dec_DeleteAclsRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("filters[%d]" % i)
         pos = cur.pos
+    elif n_filters:
+        # Each element read inline (pure Python only), as _dec_DeleteAclsRequest_DeleteAclsFilter_v1 reads it.
+        try:
+            for i in range(n_filters):
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
+                f_resource_type_filter__1, n_resource_name_filter__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name_filter__1 <= end - pos:
+                    try:
+                        f_resource_name_filter__1 = buf[pos:pos + n_resource_name_filter__1].decode() if n_resource_name_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+                    pos += n_resource_name_filter__1
+                elif n_resource_name_filter__1 == -1:
+                    f_resource_name_filter__1 = None
+                else:
+                    raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter__1, end, 2, True)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
+                f_pattern_type_filter__1, n_principal_filter__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_principal_filter__1 <= end - pos:
+                    try:
+                        f_principal_filter__1 = buf[pos:pos + n_principal_filter__1].decode() if n_principal_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_filter', pos, exc) from None
+                    pos += n_principal_filter__1
+                elif n_principal_filter__1 == -1:
+                    f_principal_filter__1 = None
+                else:
+                    raise _w.bad_sized('principal_filter', pos, n_principal_filter__1, end, 2, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_host_filter, pos, end)
+                n_host_filter__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_host_filter__1 <= end - pos:
+                    try:
+                        f_host_filter__1 = buf[pos:pos + n_host_filter__1].decode() if n_host_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_filter', pos, exc) from None
+                    pos += n_host_filter__1
+                elif n_host_filter__1 == -1:
+                    f_host_filter__1 = None
+                else:
+                    raise _w.bad_sized('host_filter', pos, n_host_filter__1, end, 2, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                obj__1 = _new(DeleteAclsRequest_DeleteAclsFilter)
+                obj__1.resource_type_filter = f_resource_type_filter__1
+                obj__1.resource_name_filter = f_resource_name_filter__1
+                obj__1.pattern_type_filter = f_pattern_type_filter__1
+                obj__1.principal_filter = f_principal_filter__1
+                obj__1.host_filter = f_host_filter__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = []
+                f_filters.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("filters[%d]" % i)
     if cython.compiled:
         obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
     else:
@@ -197,7 +321,7 @@ def _dec_DeleteAclsRequest_v2(buf, cur, end):
     if n_filters < 0 or n_filters > (end - pos) // 8:
         raise _w.bad_count('filters', pos - 1, n_filters, end, 8, 1)
     f_filters = []
-    if cython.compiled or n_filters:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -206,6 +330,96 @@ def _dec_DeleteAclsRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("filters[%d]" % i)
         pos = cur.pos
+    elif n_filters:
+        # Each element read inline (pure Python only), as _dec_DeleteAclsRequest_DeleteAclsFilter_v2 reads it.
+        try:
+            for i in range(n_filters):
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_type_filter, pos, end)
+                f_resource_type_filter__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_resource_name_filter__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name_filter__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name_filter__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
+                    n_resource_name_filter__1 -= 1
+                if 0 <= n_resource_name_filter__1 <= end - pos:
+                    try:
+                        f_resource_name_filter__1 = buf[pos:pos + n_resource_name_filter__1].decode() if n_resource_name_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+                    pos += n_resource_name_filter__1
+                elif n_resource_name_filter__1 == -1:
+                    f_resource_name_filter__1 = None
+                else:
+                    raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter__1, end, 1, True)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_pattern_type_filter, pos, end)
+                f_pattern_type_filter__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_principal_filter__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_filter__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_filter__1, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
+                    n_principal_filter__1 -= 1
+                if 0 <= n_principal_filter__1 <= end - pos:
+                    try:
+                        f_principal_filter__1 = buf[pos:pos + n_principal_filter__1].decode() if n_principal_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_filter', pos, exc) from None
+                    pos += n_principal_filter__1
+                elif n_principal_filter__1 == -1:
+                    f_principal_filter__1 = None
+                else:
+                    raise _w.bad_sized('principal_filter', pos, n_principal_filter__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_host_filter__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host_filter__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host_filter__1, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
+                    n_host_filter__1 -= 1
+                if 0 <= n_host_filter__1 <= end - pos:
+                    try:
+                        f_host_filter__1 = buf[pos:pos + n_host_filter__1].decode() if n_host_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_filter', pos, exc) from None
+                    pos += n_host_filter__1
+                elif n_host_filter__1 == -1:
+                    f_host_filter__1 = None
+                else:
+                    raise _w.bad_sized('host_filter', pos, n_host_filter__1, end, 1, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteAclsRequest_DeleteAclsFilter)
+                obj__1.resource_type_filter = f_resource_type_filter__1
+                obj__1.resource_name_filter = f_resource_name_filter__1
+                obj__1.pattern_type_filter = f_pattern_type_filter__1
+                obj__1.principal_filter = f_principal_filter__1
+                obj__1.host_filter = f_host_filter__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_filters.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("filters[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -262,7 +476,7 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
             try:
-                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode() if n_resource_name_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
@@ -284,7 +498,7 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
             try:
-                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode() if n_principal_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
@@ -306,7 +520,7 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
             try:
-                f_host_filter = buf[pos:pos + n_host_filter].decode()
+                f_host_filter = buf[pos:pos + n_host_filter].decode() if n_host_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
@@ -425,7 +639,7 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
             try:
-                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode() if n_resource_name_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
@@ -448,7 +662,7 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
             try:
-                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode() if n_principal_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
@@ -470,7 +684,7 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
             try:
-                f_host_filter = buf[pos:pos + n_host_filter].decode()
+                f_host_filter = buf[pos:pos + n_host_filter].decode() if n_host_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
@@ -602,7 +816,7 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
             try:
-                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode() if n_resource_name_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
@@ -639,7 +853,7 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
             try:
-                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode() if n_principal_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
@@ -669,7 +883,7 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
             try:
-                f_host_filter = buf[pos:pos + n_host_filter].decode()
+                f_host_filter = buf[pos:pos + n_host_filter].decode() if n_host_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
@@ -803,7 +1017,7 @@ def _dec_DeleteAclsResponse_v0(buf, cur, end):
     if n_filter_results < 0 or n_filter_results > (end - pos) // 8:
         raise _w.bad_count('filter_results', pos - 4, n_filter_results, end, 8, 4)
     f_filter_results = []
-    if cython.compiled or n_filter_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -812,6 +1026,111 @@ def _dec_DeleteAclsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("filter_results[%d]" % i)
         pos = cur.pos
+    elif n_filter_results:
+        # Each element read inline (pure Python only), as _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0 reads it.
+        try:
+            for i in range(n_filter_results):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_matching_acls, pos, end)
+                n_matching_acls__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_matching_acls__1 < 0 or n_matching_acls__1 > (end - pos) // 13:
+                    raise _w.bad_count('matching_acls', pos - 4, n_matching_acls__1, end, 13, 4)
+                f_matching_acls__1 = []
+                if n_matching_acls__1:
+                    # Each element read inline (pure Python only), as _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0 reads it.
+                    try:
+                        for i__1 in range(n_matching_acls__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                            f_error_code__2, n_error_message__2 = _S_hh.unpack_from(buf, pos)
+                            pos += 4
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 2, True)
+                            if end - pos < 3:
+                                raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                            f_resource_type__2, n_resource_name__2 = _S_bh.unpack_from(buf, pos)
+                            pos += 3
+                            if 0 <= n_resource_name__2 <= end - pos:
+                                try:
+                                    f_resource_name__2 = buf[pos:pos + n_resource_name__2].decode() if n_resource_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('resource_name', pos, exc) from None
+                                pos += n_resource_name__2
+                            else:
+                                raise _w.bad_sized('resource_name', pos, n_resource_name__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_principal, pos, end)
+                            n_principal__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_principal__2 <= end - pos:
+                                try:
+                                    f_principal__2 = buf[pos:pos + n_principal__2].decode() if n_principal__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal', pos, exc) from None
+                                pos += n_principal__2
+                            else:
+                                raise _w.bad_sized('principal', pos, n_principal__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_host, pos, end)
+                            n_host__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                            f_operation__2, f_permission_type__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            obj__2 = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.resource_type = f_resource_type__2
+                            obj__2.resource_name = f_resource_name__2
+                            obj__2.pattern_type = 3
+                            obj__2.principal = f_principal__2
+                            obj__2.host = f_host__2
+                            obj__2.operation = f_operation__2
+                            obj__2.permission_type = f_permission_type__2
+                            obj__2.unknown_tagged_fields = []
+                            f_matching_acls__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("matching_acls[%d]" % i__1)
+                obj__1 = _new(DeleteAclsResponse_DeleteAclsFilterResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.matching_acls = f_matching_acls__1
+                obj__1.unknown_tagged_fields = []
+                f_filter_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("filter_results[%d]" % i)
     if cython.compiled:
         obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
     else:
@@ -856,7 +1175,7 @@ def _dec_DeleteAclsResponse_v1(buf, cur, end):
     if n_filter_results < 0 or n_filter_results > (end - pos) // 8:
         raise _w.bad_count('filter_results', pos - 4, n_filter_results, end, 8, 4)
     f_filter_results = []
-    if cython.compiled or n_filter_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -865,6 +1184,111 @@ def _dec_DeleteAclsResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("filter_results[%d]" % i)
         pos = cur.pos
+    elif n_filter_results:
+        # Each element read inline (pure Python only), as _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1 reads it.
+        try:
+            for i in range(n_filter_results):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_matching_acls, pos, end)
+                n_matching_acls__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_matching_acls__1 < 0 or n_matching_acls__1 > (end - pos) // 14:
+                    raise _w.bad_count('matching_acls', pos - 4, n_matching_acls__1, end, 14, 4)
+                f_matching_acls__1 = []
+                if n_matching_acls__1:
+                    # Each element read inline (pure Python only), as _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1 reads it.
+                    try:
+                        for i__1 in range(n_matching_acls__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                            f_error_code__2, n_error_message__2 = _S_hh.unpack_from(buf, pos)
+                            pos += 4
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 2, True)
+                            if end - pos < 3:
+                                raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                            f_resource_type__2, n_resource_name__2 = _S_bh.unpack_from(buf, pos)
+                            pos += 3
+                            if 0 <= n_resource_name__2 <= end - pos:
+                                try:
+                                    f_resource_name__2 = buf[pos:pos + n_resource_name__2].decode() if n_resource_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('resource_name', pos, exc) from None
+                                pos += n_resource_name__2
+                            else:
+                                raise _w.bad_sized('resource_name', pos, n_resource_name__2, end, 2, False)
+                            if end - pos < 3:
+                                raise _w.short_run(_RUN_pattern_type__principal, pos, end)
+                            f_pattern_type__2, n_principal__2 = _S_bh.unpack_from(buf, pos)
+                            pos += 3
+                            if 0 <= n_principal__2 <= end - pos:
+                                try:
+                                    f_principal__2 = buf[pos:pos + n_principal__2].decode() if n_principal__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal', pos, exc) from None
+                                pos += n_principal__2
+                            else:
+                                raise _w.bad_sized('principal', pos, n_principal__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_host, pos, end)
+                            n_host__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                            f_operation__2, f_permission_type__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            obj__2 = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.resource_type = f_resource_type__2
+                            obj__2.resource_name = f_resource_name__2
+                            obj__2.pattern_type = f_pattern_type__2
+                            obj__2.principal = f_principal__2
+                            obj__2.host = f_host__2
+                            obj__2.operation = f_operation__2
+                            obj__2.permission_type = f_permission_type__2
+                            obj__2.unknown_tagged_fields = []
+                            f_matching_acls__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("matching_acls[%d]" % i__1)
+                obj__1 = _new(DeleteAclsResponse_DeleteAclsFilterResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.matching_acls = f_matching_acls__1
+                obj__1.unknown_tagged_fields = []
+                f_filter_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("filter_results[%d]" % i)
     if cython.compiled:
         obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
     else:
@@ -923,7 +1347,7 @@ def _dec_DeleteAclsResponse_v2(buf, cur, end):
     if n_filter_results < 0 or n_filter_results > (end - pos) // 5:
         raise _w.bad_count('filter_results', pos - 1, n_filter_results, end, 5, 1)
     f_filter_results = []
-    if cython.compiled or n_filter_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -932,6 +1356,167 @@ def _dec_DeleteAclsResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("filter_results[%d]" % i)
         pos = cur.pos
+    elif n_filter_results:
+        # Each element read inline (pure Python only), as _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2 reads it.
+        try:
+            for i in range(n_filter_results):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_matching_acls__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_matching_acls__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_matching_acls__1, pos = _w.read_uvarint(buf, pos, end, 'matching_acls')
+                    n_matching_acls__1 -= 1
+                if n_matching_acls__1 < 0 or n_matching_acls__1 > (end - pos) // 11:
+                    raise _w.bad_count('matching_acls', pos - 1, n_matching_acls__1, end, 11, 1)
+                f_matching_acls__1 = []
+                if n_matching_acls__1:
+                    # Each element read inline (pure Python only), as _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2 reads it.
+                    try:
+                        for i__1 in range(n_matching_acls__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_error_code, pos, end)
+                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_resource_type, pos, end)
+                            f_resource_type__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if pos < end and buf[pos] < 128:
+                                n_resource_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_resource_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_resource_name__2, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                                n_resource_name__2 -= 1
+                            if 0 <= n_resource_name__2 <= end - pos:
+                                try:
+                                    f_resource_name__2 = buf[pos:pos + n_resource_name__2].decode() if n_resource_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('resource_name', pos, exc) from None
+                                pos += n_resource_name__2
+                            else:
+                                raise _w.bad_sized('resource_name', pos, n_resource_name__2, end, 1, False)
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_pattern_type, pos, end)
+                            f_pattern_type__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if pos < end and buf[pos] < 128:
+                                n_principal__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_principal__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_principal__2, pos = _w.read_uvarint(buf, pos, end, 'principal')
+                                n_principal__2 -= 1
+                            if 0 <= n_principal__2 <= end - pos:
+                                try:
+                                    f_principal__2 = buf[pos:pos + n_principal__2].decode() if n_principal__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal', pos, exc) from None
+                                pos += n_principal__2
+                            else:
+                                raise _w.bad_sized('principal', pos, n_principal__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                n_host__2 -= 1
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                            f_operation__2, f_permission_type__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.resource_type = f_resource_type__2
+                            obj__2.resource_name = f_resource_name__2
+                            obj__2.pattern_type = f_pattern_type__2
+                            obj__2.principal = f_principal__2
+                            obj__2.host = f_host__2
+                            obj__2.operation = f_operation__2
+                            obj__2.permission_type = f_permission_type__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_matching_acls__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("matching_acls[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteAclsResponse_DeleteAclsFilterResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.matching_acls = f_matching_acls__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_filter_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("filter_results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -994,7 +1579,7 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1012,7 +1597,7 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
     if n_matching_acls < 0 or n_matching_acls > (end - pos) // 13:
         raise _w.bad_count('matching_acls', pos - 4, n_matching_acls, end, 13, 4)
     f_matching_acls = []
-    if cython.compiled or n_matching_acls:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1021,6 +1606,78 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("matching_acls[%d]" % i)
         pos = cur.pos
+    elif n_matching_acls:
+        # Each element read inline (pure Python only), as _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0 reads it.
+        try:
+            for i in range(n_matching_acls):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_principal, pos, end)
+                n_principal__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_principal__1 <= end - pos:
+                    try:
+                        f_principal__1 = buf[pos:pos + n_principal__1].decode() if n_principal__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal', pos, exc) from None
+                    pos += n_principal__1
+                else:
+                    raise _w.bad_sized('principal', pos, n_principal__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_host, pos, end)
+                n_host__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                obj__1 = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.pattern_type = 3
+                obj__1.principal = f_principal__1
+                obj__1.host = f_host__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = []
+                f_matching_acls.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("matching_acls[%d]" % i)
     if cython.compiled:
         obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
     else:
@@ -1088,7 +1745,7 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1106,7 +1763,7 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
     if n_matching_acls < 0 or n_matching_acls > (end - pos) // 14:
         raise _w.bad_count('matching_acls', pos - 4, n_matching_acls, end, 14, 4)
     f_matching_acls = []
-    if cython.compiled or n_matching_acls:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1115,6 +1772,78 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("matching_acls[%d]" % i)
         pos = cur.pos
+    elif n_matching_acls:
+        # Each element read inline (pure Python only), as _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1 reads it.
+        try:
+            for i in range(n_matching_acls):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_pattern_type__principal, pos, end)
+                f_pattern_type__1, n_principal__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_principal__1 <= end - pos:
+                    try:
+                        f_principal__1 = buf[pos:pos + n_principal__1].decode() if n_principal__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal', pos, exc) from None
+                    pos += n_principal__1
+                else:
+                    raise _w.bad_sized('principal', pos, n_principal__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_host, pos, end)
+                n_host__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                obj__1 = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.pattern_type = f_pattern_type__1
+                obj__1.principal = f_principal__1
+                obj__1.host = f_host__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = []
+                f_matching_acls.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("matching_acls[%d]" % i)
     if cython.compiled:
         obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
     else:
@@ -1196,7 +1925,7 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1222,7 +1951,7 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
     if n_matching_acls < 0 or n_matching_acls > (end - pos) // 11:
         raise _w.bad_count('matching_acls', pos - 1, n_matching_acls, end, 11, 1)
     f_matching_acls = []
-    if cython.compiled or n_matching_acls:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1231,6 +1960,115 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("matching_acls[%d]" % i)
         pos = cur.pos
+    elif n_matching_acls:
+        # Each element read inline (pure Python only), as _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2 reads it.
+        try:
+            for i in range(n_matching_acls):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_type, pos, end)
+                f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_pattern_type, pos, end)
+                f_pattern_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_principal__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal__1, pos = _w.read_uvarint(buf, pos, end, 'principal')
+                    n_principal__1 -= 1
+                if 0 <= n_principal__1 <= end - pos:
+                    try:
+                        f_principal__1 = buf[pos:pos + n_principal__1].decode() if n_principal__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal', pos, exc) from None
+                    pos += n_principal__1
+                else:
+                    raise _w.bad_sized('principal', pos, n_principal__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.pattern_type = f_pattern_type__1
+                obj__1.principal = f_principal__1
+                obj__1.host = f_host__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_matching_acls.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("matching_acls[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1313,7 +2151,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1336,7 +2174,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -1356,7 +2194,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
             try:
-                f_principal = buf[pos:pos + n_principal].decode()
+                f_principal = buf[pos:pos + n_principal].decode() if n_principal else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
@@ -1376,7 +2214,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -1514,7 +2352,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1537,7 +2375,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -1558,7 +2396,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
             try:
-                f_principal = buf[pos:pos + n_principal].decode()
+                f_principal = buf[pos:pos + n_principal].decode() if n_principal else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
@@ -1578,7 +2416,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -1729,7 +2567,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1766,7 +2604,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -1801,7 +2639,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
             try:
-                f_principal = buf[pos:pos + n_principal].decode()
+                f_principal = buf[pos:pos + n_principal].decode() if n_principal else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
@@ -1829,7 +2667,7 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host

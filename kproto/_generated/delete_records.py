@@ -76,7 +76,7 @@ def _dec_DeleteRecordsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -85,6 +85,51 @@ def _dec_DeleteRecordsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 12:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 12, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition_index__offset, pos, end)
+                            f_partition_index__2, f_offset__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            obj__2 = _new(DeleteRecordsRequest_DeleteRecordsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.offset = f_offset__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(DeleteRecordsRequest_DeleteRecordsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -147,7 +192,7 @@ def _dec_DeleteRecordsRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -156,6 +201,71 @@ def _dec_DeleteRecordsRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 13:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 13, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DeleteRecordsRequest_DeleteRecordsPartition_v2 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition_index__offset, pos, end)
+                            f_partition_index__2, f_offset__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DeleteRecordsRequest_DeleteRecordsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.offset = f_offset__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteRecordsRequest_DeleteRecordsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -224,7 +334,7 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -240,7 +350,7 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 12:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 12, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -249,6 +359,21 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_partition_index__offset, pos, end)
+                f_partition_index__1, f_offset__1 = _S_iq.unpack_from(buf, pos)
+                pos += 12
+                obj__1 = _new(DeleteRecordsRequest_DeleteRecordsPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.offset = f_offset__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = DeleteRecordsRequest_DeleteRecordsTopic.__new__(DeleteRecordsRequest_DeleteRecordsTopic)
     else:
@@ -321,7 +446,7 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -345,7 +470,7 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 13:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 13, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -354,6 +479,26 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DeleteRecordsRequest_DeleteRecordsPartition_v2 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_partition_index__offset, pos, end)
+                f_partition_index__1, f_offset__1 = _S_iq.unpack_from(buf, pos)
+                pos += 12
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteRecordsRequest_DeleteRecordsPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.offset = f_offset__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -503,7 +648,7 @@ def _dec_DeleteRecordsResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -512,6 +657,52 @@ def _dec_DeleteRecordsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_low_watermark__2, f_error_code__2 = _S_iqh.unpack_from(buf, pos)
+                            pos += 14
+                            obj__2 = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.low_watermark = f_low_watermark__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(DeleteRecordsResponse_DeleteRecordsTopicResult)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = DeleteRecordsResponse.__new__(DeleteRecordsResponse)
     else:
@@ -570,7 +761,7 @@ def _dec_DeleteRecordsResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -579,6 +770,72 @@ def _dec_DeleteRecordsResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 15:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 15, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_low_watermark__2, f_error_code__2 = _S_iqh.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.low_watermark = f_low_watermark__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteRecordsResponse_DeleteRecordsTopicResult)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -640,7 +897,7 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -656,7 +913,7 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -665,6 +922,22 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_low_watermark__1, f_error_code__1 = _S_iqh.unpack_from(buf, pos)
+                pos += 14
+                obj__1 = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.low_watermark = f_low_watermark__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = DeleteRecordsResponse_DeleteRecordsTopicResult.__new__(DeleteRecordsResponse_DeleteRecordsTopicResult)
     else:
@@ -737,7 +1010,7 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -761,7 +1034,7 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -770,6 +1043,27 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_low_watermark__1, f_error_code__1 = _S_iqh.unpack_from(buf, pos)
+                pos += 14
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.low_watermark = f_low_watermark__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

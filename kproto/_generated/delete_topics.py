@@ -86,7 +86,7 @@ def _dec_DeleteTopicsRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "topic_names[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("topic_names[%d]" % i, pos, exc) from None
         f_topic_names.append(s)
@@ -185,7 +185,7 @@ def _dec_DeleteTopicsRequest_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "topic_names[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("topic_names[%d]" % i, pos, exc) from None
         f_topic_names.append(s)
@@ -275,7 +275,7 @@ def _dec_DeleteTopicsRequest_v6(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -284,6 +284,45 @@ def _dec_DeleteTopicsRequest_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DeleteTopicsRequest_DeleteTopicState_v6 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                elif n_name__1 == -1:
+                    f_name__1 = None
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteTopicsRequest_DeleteTopicState)
+                obj__1.name = f_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -361,7 +400,7 @@ def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -432,7 +471,7 @@ def _dec_DeleteTopicsResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 4:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 4, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -441,6 +480,35 @@ def _dec_DeleteTopicsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_DeleteTopicsResponse_DeletableTopicResult_v0 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                obj__1 = _new(DeleteTopicsResponse_DeletableTopicResult)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = None
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if cython.compiled:
         obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
     else:
@@ -484,7 +552,7 @@ def _dec_DeleteTopicsResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 4:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 4, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -493,6 +561,35 @@ def _dec_DeleteTopicsResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_DeleteTopicsResponse_DeletableTopicResult_v0 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                obj__1 = _new(DeleteTopicsResponse_DeletableTopicResult)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = None
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if cython.compiled:
         obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
     else:
@@ -551,7 +648,7 @@ def _dec_DeleteTopicsResponse_v4(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 4:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 4, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -560,6 +657,45 @@ def _dec_DeleteTopicsResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_DeleteTopicsResponse_DeletableTopicResult_v4 reads it.
+        try:
+            for i in range(n_responses):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteTopicsResponse_DeletableTopicResult)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = None
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -632,7 +768,7 @@ def _dec_DeleteTopicsResponse_v5(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 5:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 5, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -641,6 +777,64 @@ def _dec_DeleteTopicsResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_DeleteTopicsResponse_DeletableTopicResult_v5 reads it.
+        try:
+            for i in range(n_responses):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteTopicsResponse_DeletableTopicResult)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -713,7 +907,7 @@ def _dec_DeleteTopicsResponse_v6(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 21:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 21, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -722,6 +916,70 @@ def _dec_DeleteTopicsResponse_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_DeleteTopicsResponse_DeletableTopicResult_v6 reads it.
+        try:
+            for i in range(n_responses):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                elif n_name__1 == -1:
+                    f_name__1 = None
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteTopicsResponse_DeletableTopicResult)
+                obj__1.name = f_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -783,7 +1041,7 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -863,7 +1121,7 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -953,7 +1211,7 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -988,7 +1246,7 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1092,7 +1350,7 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1133,7 +1391,7 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

@@ -93,7 +93,7 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
             try:
-                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode() if n_resource_name_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
@@ -115,7 +115,7 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
             try:
-                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode() if n_principal_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
@@ -137,7 +137,7 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
             try:
-                f_host_filter = buf[pos:pos + n_host_filter].decode()
+                f_host_filter = buf[pos:pos + n_host_filter].decode() if n_host_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
@@ -256,7 +256,7 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
             try:
-                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode() if n_resource_name_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
@@ -279,7 +279,7 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
             try:
-                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode() if n_principal_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
@@ -301,7 +301,7 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
             try:
-                f_host_filter = buf[pos:pos + n_host_filter].decode()
+                f_host_filter = buf[pos:pos + n_host_filter].decode() if n_host_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
@@ -433,7 +433,7 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
             try:
-                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode() if n_resource_name_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
@@ -470,7 +470,7 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
             try:
-                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode() if n_principal_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
@@ -500,7 +500,7 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
             try:
-                f_host_filter = buf[pos:pos + n_host_filter].decode()
+                f_host_filter = buf[pos:pos + n_host_filter].decode() if n_host_filter else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
@@ -639,7 +639,7 @@ def _dec_DescribeAclsResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -657,7 +657,7 @@ def _dec_DescribeAclsResponse_v0(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    if cython.compiled or n_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -666,6 +666,79 @@ def _dec_DescribeAclsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("resources[%d]" % i)
         pos = cur.pos
+    elif n_resources:
+        # Each element read inline (pure Python only), as _dec_DescribeAclsResponse_DescribeAclsResource_v0 reads it.
+        try:
+            for i in range(n_resources):
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_acls, pos, end)
+                n_acls__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_acls__1 < 0 or n_acls__1 > (end - pos) // 6:
+                    raise _w.bad_count('acls', pos - 4, n_acls__1, end, 6, 4)
+                f_acls__1 = []
+                if n_acls__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeAclsResponse_AclDescription_v0 reads it.
+                    try:
+                        for i__1 in range(n_acls__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_principal, pos, end)
+                            n_principal__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_principal__2 <= end - pos:
+                                try:
+                                    f_principal__2 = buf[pos:pos + n_principal__2].decode() if n_principal__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal', pos, exc) from None
+                                pos += n_principal__2
+                            else:
+                                raise _w.bad_sized('principal', pos, n_principal__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_host, pos, end)
+                            n_host__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                            f_operation__2, f_permission_type__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            obj__2 = _new(DescribeAclsResponse_AclDescription)
+                            obj__2.principal = f_principal__2
+                            obj__2.host = f_host__2
+                            obj__2.operation = f_operation__2
+                            obj__2.permission_type = f_permission_type__2
+                            obj__2.unknown_tagged_fields = []
+                            f_acls__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("acls[%d]" % i__1)
+                obj__1 = _new(DescribeAclsResponse_DescribeAclsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.pattern_type = 3
+                obj__1.acls = f_acls__1
+                obj__1.unknown_tagged_fields = []
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if cython.compiled:
         obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
     else:
@@ -736,7 +809,7 @@ def _dec_DescribeAclsResponse_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -754,7 +827,7 @@ def _dec_DescribeAclsResponse_v1(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 8:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 8, 4)
     f_resources = []
-    if cython.compiled or n_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -763,6 +836,79 @@ def _dec_DescribeAclsResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("resources[%d]" % i)
         pos = cur.pos
+    elif n_resources:
+        # Each element read inline (pure Python only), as _dec_DescribeAclsResponse_DescribeAclsResource_v1 reads it.
+        try:
+            for i in range(n_resources):
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_pattern_type__acls, pos, end)
+                f_pattern_type__1, n_acls__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if n_acls__1 < 0 or n_acls__1 > (end - pos) // 6:
+                    raise _w.bad_count('acls', pos - 4, n_acls__1, end, 6, 4)
+                f_acls__1 = []
+                if n_acls__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeAclsResponse_AclDescription_v0 reads it.
+                    try:
+                        for i__1 in range(n_acls__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_principal, pos, end)
+                            n_principal__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_principal__2 <= end - pos:
+                                try:
+                                    f_principal__2 = buf[pos:pos + n_principal__2].decode() if n_principal__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal', pos, exc) from None
+                                pos += n_principal__2
+                            else:
+                                raise _w.bad_sized('principal', pos, n_principal__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_host, pos, end)
+                            n_host__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                            f_operation__2, f_permission_type__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            obj__2 = _new(DescribeAclsResponse_AclDescription)
+                            obj__2.principal = f_principal__2
+                            obj__2.host = f_host__2
+                            obj__2.operation = f_operation__2
+                            obj__2.permission_type = f_permission_type__2
+                            obj__2.unknown_tagged_fields = []
+                            f_acls__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("acls[%d]" % i__1)
+                obj__1 = _new(DescribeAclsResponse_DescribeAclsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.pattern_type = f_pattern_type__1
+                obj__1.acls = f_acls__1
+                obj__1.unknown_tagged_fields = []
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if cython.compiled:
         obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
     else:
@@ -847,7 +993,7 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -873,7 +1019,7 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 5:
         raise _w.bad_count('resources', pos - 1, n_resources, end, 5, 1)
     f_resources = []
-    if cython.compiled or n_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -882,6 +1028,117 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("resources[%d]" % i)
         pos = cur.pos
+    elif n_resources:
+        # Each element read inline (pure Python only), as _dec_DescribeAclsResponse_DescribeAclsResource_v2 reads it.
+        try:
+            for i in range(n_resources):
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_type, pos, end)
+                f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_pattern_type, pos, end)
+                f_pattern_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_acls__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_acls__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_acls__1, pos = _w.read_uvarint(buf, pos, end, 'acls')
+                    n_acls__1 -= 1
+                if n_acls__1 < 0 or n_acls__1 > (end - pos) // 5:
+                    raise _w.bad_count('acls', pos - 1, n_acls__1, end, 5, 1)
+                f_acls__1 = []
+                if n_acls__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeAclsResponse_AclDescription_v2 reads it.
+                    try:
+                        for i__1 in range(n_acls__1):
+                            if pos < end and buf[pos] < 128:
+                                n_principal__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_principal__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_principal__2, pos = _w.read_uvarint(buf, pos, end, 'principal')
+                                n_principal__2 -= 1
+                            if 0 <= n_principal__2 <= end - pos:
+                                try:
+                                    f_principal__2 = buf[pos:pos + n_principal__2].decode() if n_principal__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal', pos, exc) from None
+                                pos += n_principal__2
+                            else:
+                                raise _w.bad_sized('principal', pos, n_principal__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                n_host__2 -= 1
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                            f_operation__2, f_permission_type__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeAclsResponse_AclDescription)
+                            obj__2.principal = f_principal__2
+                            obj__2.host = f_host__2
+                            obj__2.operation = f_operation__2
+                            obj__2.permission_type = f_permission_type__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_acls__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("acls[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeAclsResponse_DescribeAclsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.pattern_type = f_pattern_type__1
+                obj__1.acls = f_acls__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -966,7 +1223,7 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -982,7 +1239,7 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
     if n_acls < 0 or n_acls > (end - pos) // 6:
         raise _w.bad_count('acls', pos - 4, n_acls, end, 6, 4)
     f_acls = []
-    if cython.compiled or n_acls:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -991,6 +1248,47 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("acls[%d]" % i)
         pos = cur.pos
+    elif n_acls:
+        # Each element read inline (pure Python only), as _dec_DescribeAclsResponse_AclDescription_v0 reads it.
+        try:
+            for i in range(n_acls):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_principal, pos, end)
+                n_principal__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_principal__1 <= end - pos:
+                    try:
+                        f_principal__1 = buf[pos:pos + n_principal__1].decode() if n_principal__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal', pos, exc) from None
+                    pos += n_principal__1
+                else:
+                    raise _w.bad_sized('principal', pos, n_principal__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_host, pos, end)
+                n_host__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                obj__1 = _new(DescribeAclsResponse_AclDescription)
+                obj__1.principal = f_principal__1
+                obj__1.host = f_host__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = []
+                f_acls.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("acls[%d]" % i)
     if cython.compiled:
         obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
     else:
@@ -1061,7 +1359,7 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -1078,7 +1376,7 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
     if n_acls < 0 or n_acls > (end - pos) // 6:
         raise _w.bad_count('acls', pos - 4, n_acls, end, 6, 4)
     f_acls = []
-    if cython.compiled or n_acls:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1087,6 +1385,47 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("acls[%d]" % i)
         pos = cur.pos
+    elif n_acls:
+        # Each element read inline (pure Python only), as _dec_DescribeAclsResponse_AclDescription_v0 reads it.
+        try:
+            for i in range(n_acls):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_principal, pos, end)
+                n_principal__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_principal__1 <= end - pos:
+                    try:
+                        f_principal__1 = buf[pos:pos + n_principal__1].decode() if n_principal__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal', pos, exc) from None
+                    pos += n_principal__1
+                else:
+                    raise _w.bad_sized('principal', pos, n_principal__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_host, pos, end)
+                n_host__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                obj__1 = _new(DescribeAclsResponse_AclDescription)
+                obj__1.principal = f_principal__1
+                obj__1.host = f_host__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = []
+                f_acls.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("acls[%d]" % i)
     if cython.compiled:
         obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
     else:
@@ -1170,7 +1509,7 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -1201,7 +1540,7 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
     if n_acls < 0 or n_acls > (end - pos) // 5:
         raise _w.bad_count('acls', pos - 1, n_acls, end, 5, 1)
     f_acls = []
-    if cython.compiled or n_acls:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1210,6 +1549,62 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("acls[%d]" % i)
         pos = cur.pos
+    elif n_acls:
+        # Each element read inline (pure Python only), as _dec_DescribeAclsResponse_AclDescription_v2 reads it.
+        try:
+            for i in range(n_acls):
+                if pos < end and buf[pos] < 128:
+                    n_principal__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal__1, pos = _w.read_uvarint(buf, pos, end, 'principal')
+                    n_principal__1 -= 1
+                if 0 <= n_principal__1 <= end - pos:
+                    try:
+                        f_principal__1 = buf[pos:pos + n_principal__1].decode() if n_principal__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal', pos, exc) from None
+                    pos += n_principal__1
+                else:
+                    raise _w.bad_sized('principal', pos, n_principal__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeAclsResponse_AclDescription)
+                obj__1.principal = f_principal__1
+                obj__1.host = f_host__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_acls.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("acls[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1297,7 +1692,7 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
             try:
-                f_principal = buf[pos:pos + n_principal].decode()
+                f_principal = buf[pos:pos + n_principal].decode() if n_principal else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
@@ -1317,7 +1712,7 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -1417,7 +1812,7 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
             try:
-                f_principal = buf[pos:pos + n_principal].decode()
+                f_principal = buf[pos:pos + n_principal].decode() if n_principal else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
@@ -1445,7 +1840,7 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host

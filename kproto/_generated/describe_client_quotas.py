@@ -84,7 +84,7 @@ def _dec_DescribeClientQuotasRequest_v0(buf, cur, end):
     if n_components < 0 or n_components > (end - pos) // 5:
         raise _w.bad_count('components', pos - 4, n_components, end, 5, 4)
     f_components = []
-    if cython.compiled or n_components:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -93,6 +93,44 @@ def _dec_DescribeClientQuotasRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("components[%d]" % i)
         pos = cur.pos
+    elif n_components:
+        # Each element read inline (pure Python only), as _dec_DescribeClientQuotasRequest_ComponentData_v0 reads it.
+        try:
+            for i in range(n_components):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_entity_type, pos, end)
+                n_entity_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_entity_type__1 <= end - pos:
+                    try:
+                        f_entity_type__1 = buf[pos:pos + n_entity_type__1].decode() if n_entity_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_type', pos, exc) from None
+                    pos += n_entity_type__1
+                else:
+                    raise _w.bad_sized('entity_type', pos, n_entity_type__1, end, 2, False)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_match_type__match, pos, end)
+                f_match_type__1, n_match__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_match__1 <= end - pos:
+                    try:
+                        f_match__1 = buf[pos:pos + n_match__1].decode() if n_match__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('match', pos, exc) from None
+                    pos += n_match__1
+                elif n_match__1 == -1:
+                    f_match__1 = None
+                else:
+                    raise _w.bad_sized('match', pos, n_match__1, end, 2, True)
+                obj__1 = _new(DescribeClientQuotasRequest_ComponentData)
+                obj__1.entity_type = f_entity_type__1
+                obj__1.match_type = f_match_type__1
+                obj__1.match = f_match__1
+                obj__1.unknown_tagged_fields = []
+                f_components.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("components[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_strict, pos, end)
     if cython.compiled:
@@ -158,7 +196,7 @@ def _dec_DescribeClientQuotasRequest_v1(buf, cur, end):
     if n_components < 0 or n_components > (end - pos) // 4:
         raise _w.bad_count('components', pos - 1, n_components, end, 4, 1)
     f_components = []
-    if cython.compiled or n_components:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -167,6 +205,63 @@ def _dec_DescribeClientQuotasRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("components[%d]" % i)
         pos = cur.pos
+    elif n_components:
+        # Each element read inline (pure Python only), as _dec_DescribeClientQuotasRequest_ComponentData_v1 reads it.
+        try:
+            for i in range(n_components):
+                if pos < end and buf[pos] < 128:
+                    n_entity_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_entity_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_entity_type__1, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
+                    n_entity_type__1 -= 1
+                if 0 <= n_entity_type__1 <= end - pos:
+                    try:
+                        f_entity_type__1 = buf[pos:pos + n_entity_type__1].decode() if n_entity_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_type', pos, exc) from None
+                    pos += n_entity_type__1
+                else:
+                    raise _w.bad_sized('entity_type', pos, n_entity_type__1, end, 1, False)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_match_type, pos, end)
+                f_match_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_match__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_match__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_match__1, pos = _w.read_uvarint(buf, pos, end, 'match')
+                    n_match__1 -= 1
+                if 0 <= n_match__1 <= end - pos:
+                    try:
+                        f_match__1 = buf[pos:pos + n_match__1].decode() if n_match__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('match', pos, exc) from None
+                    pos += n_match__1
+                elif n_match__1 == -1:
+                    f_match__1 = None
+                else:
+                    raise _w.bad_sized('match', pos, n_match__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeClientQuotasRequest_ComponentData)
+                obj__1.entity_type = f_entity_type__1
+                obj__1.match_type = f_match_type__1
+                obj__1.match = f_match__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_components.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("components[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_strict, pos, end)
     if cython.compiled:
@@ -238,7 +333,7 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
             try:
-                f_entity_type = buf[pos:pos + n_entity_type].decode()
+                f_entity_type = buf[pos:pos + n_entity_type].decode() if n_entity_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
@@ -259,7 +354,7 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_match, 'match')
         else:
             try:
-                f_match = buf[pos:pos + n_match].decode()
+                f_match = buf[pos:pos + n_match].decode() if n_match else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('match', pos, exc) from None
         pos += n_match
@@ -347,7 +442,7 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
             try:
-                f_entity_type = buf[pos:pos + n_entity_type].decode()
+                f_entity_type = buf[pos:pos + n_entity_type].decode() if n_entity_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
@@ -382,7 +477,7 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_match, 'match')
         else:
             try:
-                f_match = buf[pos:pos + n_match].decode()
+                f_match = buf[pos:pos + n_match].decode() if n_match else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('match', pos, exc) from None
         pos += n_match
@@ -479,7 +574,7 @@ def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -500,7 +595,7 @@ def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
         raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
     else:
         f_entries = []
-        if cython.compiled or n_entries:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -509,6 +604,95 @@ def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("entries[%d]" % i)
             pos = cur.pos
+        elif n_entries:
+            # Each element read inline (pure Python only), as _dec_DescribeClientQuotasResponse_EntryData_v0 reads it.
+            try:
+                for i in range(n_entries):
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_entity, pos, end)
+                    n_entity__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_entity__1 < 0 or n_entity__1 > (end - pos) // 4:
+                        raise _w.bad_count('entity', pos - 4, n_entity__1, end, 4, 4)
+                    f_entity__1 = []
+                    if n_entity__1:
+                        # Each element read inline (pure Python only), as _dec_DescribeClientQuotasResponse_EntityData_v0 reads it.
+                        try:
+                            for i__1 in range(n_entity__1):
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_entity_type, pos, end)
+                                n_entity_type__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                                if 0 <= n_entity_type__2 <= end - pos:
+                                    try:
+                                        f_entity_type__2 = buf[pos:pos + n_entity_type__2].decode() if n_entity_type__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('entity_type', pos, exc) from None
+                                    pos += n_entity_type__2
+                                else:
+                                    raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 2, False)
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_entity_name, pos, end)
+                                n_entity_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                                if 0 <= n_entity_name__2 <= end - pos:
+                                    try:
+                                        f_entity_name__2 = buf[pos:pos + n_entity_name__2].decode() if n_entity_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('entity_name', pos, exc) from None
+                                    pos += n_entity_name__2
+                                elif n_entity_name__2 == -1:
+                                    f_entity_name__2 = None
+                                else:
+                                    raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 2, True)
+                                obj__2 = _new(DescribeClientQuotasResponse_EntityData)
+                                obj__2.entity_type = f_entity_type__2
+                                obj__2.entity_name = f_entity_name__2
+                                obj__2.unknown_tagged_fields = []
+                                f_entity__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("entity[%d]" % i__1)
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_values, pos, end)
+                    n_values__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_values__1 < 0 or n_values__1 > (end - pos) // 10:
+                        raise _w.bad_count('values', pos - 4, n_values__1, end, 10, 4)
+                    f_values__1 = []
+                    if n_values__1:
+                        # Each element read inline (pure Python only), as _dec_DescribeClientQuotasResponse_ValueData_v0 reads it.
+                        try:
+                            for i__1 in range(n_values__1):
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_key, pos, end)
+                                n_key__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                                if 0 <= n_key__2 <= end - pos:
+                                    try:
+                                        f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('key', pos, exc) from None
+                                    pos += n_key__2
+                                else:
+                                    raise _w.bad_sized('key', pos, n_key__2, end, 2, False)
+                                if end - pos < 8:
+                                    raise _w.short_run(_RUN_value, pos, end)
+                                f_value__2 = _S_d.unpack_from(buf, pos)[0]
+                                pos += 8
+                                obj__2 = _new(DescribeClientQuotasResponse_ValueData)
+                                obj__2.key = f_key__2
+                                obj__2.value = f_value__2
+                                obj__2.unknown_tagged_fields = []
+                                f_values__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("values[%d]" % i__1)
+                    obj__1 = _new(DescribeClientQuotasResponse_EntryData)
+                    obj__1.entity = f_entity__1
+                    obj__1.values = f_values__1
+                    obj__1.unknown_tagged_fields = []
+                    f_entries.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("entries[%d]" % i)
     if cython.compiled:
         obj = DescribeClientQuotasResponse.__new__(DescribeClientQuotasResponse)
     else:
@@ -594,7 +778,7 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -623,7 +807,7 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
         raise _w.bad_count('entries', pos - 1, n_entries, end, 3, 1)
     else:
         f_entries = []
-        if cython.compiled or n_entries:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -632,6 +816,135 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("entries[%d]" % i)
             pos = cur.pos
+        elif n_entries:
+            # Each element read inline (pure Python only), as _dec_DescribeClientQuotasResponse_EntryData_v1 reads it.
+            try:
+                for i in range(n_entries):
+                    if pos < end and buf[pos] < 128:
+                        n_entity__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_entity__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_entity__1, pos = _w.read_uvarint(buf, pos, end, 'entity')
+                        n_entity__1 -= 1
+                    if n_entity__1 < 0 or n_entity__1 > (end - pos) // 3:
+                        raise _w.bad_count('entity', pos - 1, n_entity__1, end, 3, 1)
+                    f_entity__1 = []
+                    if n_entity__1:
+                        # Each element read inline (pure Python only), as _dec_DescribeClientQuotasResponse_EntityData_v1 reads it.
+                        try:
+                            for i__1 in range(n_entity__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_entity_type__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_entity_type__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_entity_type__2, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
+                                    n_entity_type__2 -= 1
+                                if 0 <= n_entity_type__2 <= end - pos:
+                                    try:
+                                        f_entity_type__2 = buf[pos:pos + n_entity_type__2].decode() if n_entity_type__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('entity_type', pos, exc) from None
+                                    pos += n_entity_type__2
+                                else:
+                                    raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_entity_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_entity_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_entity_name__2, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
+                                    n_entity_name__2 -= 1
+                                if 0 <= n_entity_name__2 <= end - pos:
+                                    try:
+                                        f_entity_name__2 = buf[pos:pos + n_entity_name__2].decode() if n_entity_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('entity_name', pos, exc) from None
+                                    pos += n_entity_name__2
+                                elif n_entity_name__2 == -1:
+                                    f_entity_name__2 = None
+                                else:
+                                    raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 1, True)
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(DescribeClientQuotasResponse_EntityData)
+                                obj__2.entity_type = f_entity_type__2
+                                obj__2.entity_name = f_entity_name__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_entity__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("entity[%d]" % i__1)
+                    if pos < end and buf[pos] < 128:
+                        n_values__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_values__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_values__1, pos = _w.read_uvarint(buf, pos, end, 'values')
+                        n_values__1 -= 1
+                    if n_values__1 < 0 or n_values__1 > (end - pos) // 10:
+                        raise _w.bad_count('values', pos - 1, n_values__1, end, 10, 1)
+                    f_values__1 = []
+                    if n_values__1:
+                        # Each element read inline (pure Python only), as _dec_DescribeClientQuotasResponse_ValueData_v1 reads it.
+                        try:
+                            for i__1 in range(n_values__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_key__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_key__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_key__2, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                    n_key__2 -= 1
+                                if 0 <= n_key__2 <= end - pos:
+                                    try:
+                                        f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('key', pos, exc) from None
+                                    pos += n_key__2
+                                else:
+                                    raise _w.bad_sized('key', pos, n_key__2, end, 1, False)
+                                if end - pos < 8:
+                                    raise _w.short_run(_RUN_value, pos, end)
+                                f_value__2 = _S_d.unpack_from(buf, pos)[0]
+                                pos += 8
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(DescribeClientQuotasResponse_ValueData)
+                                obj__2.key = f_key__2
+                                obj__2.value = f_value__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_values__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("values[%d]" % i__1)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(DescribeClientQuotasResponse_EntryData)
+                    obj__1.entity = f_entity__1
+                    obj__1.values = f_values__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_entries.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("entries[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -712,7 +1025,7 @@ def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 4:
         raise _w.bad_count('entity', pos - 4, n_entity, end, 4, 4)
     f_entity = []
-    if cython.compiled or n_entity:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -721,6 +1034,43 @@ def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("entity[%d]" % i)
         pos = cur.pos
+    elif n_entity:
+        # Each element read inline (pure Python only), as _dec_DescribeClientQuotasResponse_EntityData_v0 reads it.
+        try:
+            for i in range(n_entity):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_entity_type, pos, end)
+                n_entity_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_entity_type__1 <= end - pos:
+                    try:
+                        f_entity_type__1 = buf[pos:pos + n_entity_type__1].decode() if n_entity_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_type', pos, exc) from None
+                    pos += n_entity_type__1
+                else:
+                    raise _w.bad_sized('entity_type', pos, n_entity_type__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_entity_name, pos, end)
+                n_entity_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_entity_name__1 <= end - pos:
+                    try:
+                        f_entity_name__1 = buf[pos:pos + n_entity_name__1].decode() if n_entity_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_name', pos, exc) from None
+                    pos += n_entity_name__1
+                elif n_entity_name__1 == -1:
+                    f_entity_name__1 = None
+                else:
+                    raise _w.bad_sized('entity_name', pos, n_entity_name__1, end, 2, True)
+                obj__1 = _new(DescribeClientQuotasResponse_EntityData)
+                obj__1.entity_type = f_entity_type__1
+                obj__1.entity_name = f_entity_name__1
+                obj__1.unknown_tagged_fields = []
+                f_entity.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_values, pos, end)
     if cython.compiled:
@@ -731,7 +1081,7 @@ def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
     if n_values < 0 or n_values > (end - pos) // 10:
         raise _w.bad_count('values', pos - 4, n_values, end, 10, 4)
     f_values = []
-    if cython.compiled or n_values:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -740,6 +1090,33 @@ def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("values[%d]" % i)
         pos = cur.pos
+    elif n_values:
+        # Each element read inline (pure Python only), as _dec_DescribeClientQuotasResponse_ValueData_v0 reads it.
+        try:
+            for i in range(n_values):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_key, pos, end)
+                n_key__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_key__1 <= end - pos:
+                    try:
+                        f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('key', pos, exc) from None
+                    pos += n_key__1
+                else:
+                    raise _w.bad_sized('key', pos, n_key__1, end, 2, False)
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_value, pos, end)
+                f_value__1 = _S_d.unpack_from(buf, pos)[0]
+                pos += 8
+                obj__1 = _new(DescribeClientQuotasResponse_ValueData)
+                obj__1.key = f_key__1
+                obj__1.value = f_value__1
+                obj__1.unknown_tagged_fields = []
+                f_values.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("values[%d]" % i)
     if cython.compiled:
         obj = DescribeClientQuotasResponse_EntryData.__new__(DescribeClientQuotasResponse_EntryData)
     else:
@@ -802,7 +1179,7 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 3:
         raise _w.bad_count('entity', pos - 1, n_entity, end, 3, 1)
     f_entity = []
-    if cython.compiled or n_entity:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -811,6 +1188,58 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("entity[%d]" % i)
         pos = cur.pos
+    elif n_entity:
+        # Each element read inline (pure Python only), as _dec_DescribeClientQuotasResponse_EntityData_v1 reads it.
+        try:
+            for i in range(n_entity):
+                if pos < end and buf[pos] < 128:
+                    n_entity_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_entity_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_entity_type__1, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
+                    n_entity_type__1 -= 1
+                if 0 <= n_entity_type__1 <= end - pos:
+                    try:
+                        f_entity_type__1 = buf[pos:pos + n_entity_type__1].decode() if n_entity_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_type', pos, exc) from None
+                    pos += n_entity_type__1
+                else:
+                    raise _w.bad_sized('entity_type', pos, n_entity_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_entity_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_entity_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_entity_name__1, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
+                    n_entity_name__1 -= 1
+                if 0 <= n_entity_name__1 <= end - pos:
+                    try:
+                        f_entity_name__1 = buf[pos:pos + n_entity_name__1].decode() if n_entity_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_name', pos, exc) from None
+                    pos += n_entity_name__1
+                elif n_entity_name__1 == -1:
+                    f_entity_name__1 = None
+                else:
+                    raise _w.bad_sized('entity_name', pos, n_entity_name__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeClientQuotasResponse_EntityData)
+                obj__1.entity_type = f_entity_type__1
+                obj__1.entity_name = f_entity_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_entity.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_values = buf[pos] - 1
         pos += 1
@@ -829,7 +1258,7 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
     if n_values < 0 or n_values > (end - pos) // 10:
         raise _w.bad_count('values', pos - 1, n_values, end, 10, 1)
     f_values = []
-    if cython.compiled or n_values:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -838,6 +1267,43 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("values[%d]" % i)
         pos = cur.pos
+    elif n_values:
+        # Each element read inline (pure Python only), as _dec_DescribeClientQuotasResponse_ValueData_v1 reads it.
+        try:
+            for i in range(n_values):
+                if pos < end and buf[pos] < 128:
+                    n_key__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_key__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_key__1, pos = _w.read_uvarint(buf, pos, end, 'key')
+                    n_key__1 -= 1
+                if 0 <= n_key__1 <= end - pos:
+                    try:
+                        f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('key', pos, exc) from None
+                    pos += n_key__1
+                else:
+                    raise _w.bad_sized('key', pos, n_key__1, end, 1, False)
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_value, pos, end)
+                f_value__1 = _S_d.unpack_from(buf, pos)[0]
+                pos += 8
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeClientQuotasResponse_ValueData)
+                obj__1.key = f_key__1
+                obj__1.value = f_value__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_values.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("values[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -907,7 +1373,7 @@ def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
             try:
-                f_entity_type = buf[pos:pos + n_entity_type].decode()
+                f_entity_type = buf[pos:pos + n_entity_type].decode() if n_entity_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
@@ -927,7 +1393,7 @@ def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
             try:
-                f_entity_name = buf[pos:pos + n_entity_name].decode()
+                f_entity_name = buf[pos:pos + n_entity_name].decode() if n_entity_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
@@ -1013,7 +1479,7 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
             try:
-                f_entity_type = buf[pos:pos + n_entity_type].decode()
+                f_entity_type = buf[pos:pos + n_entity_type].decode() if n_entity_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
@@ -1041,7 +1507,7 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
             try:
-                f_entity_name = buf[pos:pos + n_entity_name].decode()
+                f_entity_name = buf[pos:pos + n_entity_name].decode() if n_entity_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
@@ -1130,7 +1596,7 @@ def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
             try:
-                f_key = buf[pos:pos + n_key].decode()
+                f_key = buf[pos:pos + n_key].decode() if n_key else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
@@ -1208,7 +1674,7 @@ def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
             try:
-                f_key = buf[pos:pos + n_key].decode()
+                f_key = buf[pos:pos + n_key].decode() if n_key else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key

@@ -96,7 +96,7 @@ def _dec_DescribeConfigsRequest_v0(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    if cython.compiled or n_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -105,6 +105,53 @@ def _dec_DescribeConfigsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("resources[%d]" % i)
         pos = cur.pos
+    elif n_resources:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsRequest_DescribeConfigsResource_v0 reads it.
+        try:
+            for i in range(n_resources):
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_configuration_keys, pos, end)
+                n_configuration_keys__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_configuration_keys__1 == -1:
+                    f_configuration_keys__1 = None
+                elif n_configuration_keys__1 < 0 or n_configuration_keys__1 > (end - pos) // 2:
+                    raise _w.bad_count('configuration_keys', pos - 4, n_configuration_keys__1, end, 2, 4)
+                else:
+                    f_configuration_keys__1 = []
+                    for i__1 in range(n_configuration_keys__1):
+                        if end - pos < 2:
+                            raise _w.short_read("configuration_keys[%d]" % i__1, pos, 2, end)
+                        m = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                        if m < 0 or end - pos < m:
+                            raise _w.bad_sized("configuration_keys[%d]" % i__1, pos, m, end, 1, False)
+                        try:
+                            s = buf[pos:pos + m].decode() if m else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8("configuration_keys[%d]" % i__1, pos, exc) from None
+                        f_configuration_keys__1.append(s)
+                        pos += m
+                obj__1 = _new(DescribeConfigsRequest_DescribeConfigsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configuration_keys = f_configuration_keys__1
+                obj__1.unknown_tagged_fields = []
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if cython.compiled:
         obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
     else:
@@ -152,7 +199,7 @@ def _dec_DescribeConfigsRequest_v1(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    if cython.compiled or n_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -161,6 +208,53 @@ def _dec_DescribeConfigsRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("resources[%d]" % i)
         pos = cur.pos
+    elif n_resources:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsRequest_DescribeConfigsResource_v0 reads it.
+        try:
+            for i in range(n_resources):
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_configuration_keys, pos, end)
+                n_configuration_keys__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_configuration_keys__1 == -1:
+                    f_configuration_keys__1 = None
+                elif n_configuration_keys__1 < 0 or n_configuration_keys__1 > (end - pos) // 2:
+                    raise _w.bad_count('configuration_keys', pos - 4, n_configuration_keys__1, end, 2, 4)
+                else:
+                    f_configuration_keys__1 = []
+                    for i__1 in range(n_configuration_keys__1):
+                        if end - pos < 2:
+                            raise _w.short_read("configuration_keys[%d]" % i__1, pos, 2, end)
+                        m = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                        if m < 0 or end - pos < m:
+                            raise _w.bad_sized("configuration_keys[%d]" % i__1, pos, m, end, 1, False)
+                        try:
+                            s = buf[pos:pos + m].decode() if m else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8("configuration_keys[%d]" % i__1, pos, exc) from None
+                        f_configuration_keys__1.append(s)
+                        pos += m
+                obj__1 = _new(DescribeConfigsRequest_DescribeConfigsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configuration_keys = f_configuration_keys__1
+                obj__1.unknown_tagged_fields = []
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_include_synonyms, pos, end)
     if cython.compiled:
@@ -221,7 +315,7 @@ def _dec_DescribeConfigsRequest_v3(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    if cython.compiled or n_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -230,6 +324,53 @@ def _dec_DescribeConfigsRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("resources[%d]" % i)
         pos = cur.pos
+    elif n_resources:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsRequest_DescribeConfigsResource_v0 reads it.
+        try:
+            for i in range(n_resources):
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_configuration_keys, pos, end)
+                n_configuration_keys__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_configuration_keys__1 == -1:
+                    f_configuration_keys__1 = None
+                elif n_configuration_keys__1 < 0 or n_configuration_keys__1 > (end - pos) // 2:
+                    raise _w.bad_count('configuration_keys', pos - 4, n_configuration_keys__1, end, 2, 4)
+                else:
+                    f_configuration_keys__1 = []
+                    for i__1 in range(n_configuration_keys__1):
+                        if end - pos < 2:
+                            raise _w.short_read("configuration_keys[%d]" % i__1, pos, 2, end)
+                        m = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                        if m < 0 or end - pos < m:
+                            raise _w.bad_sized("configuration_keys[%d]" % i__1, pos, m, end, 1, False)
+                        try:
+                            s = buf[pos:pos + m].decode() if m else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8("configuration_keys[%d]" % i__1, pos, exc) from None
+                        f_configuration_keys__1.append(s)
+                        pos += m
+                obj__1 = _new(DescribeConfigsRequest_DescribeConfigsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configuration_keys = f_configuration_keys__1
+                obj__1.unknown_tagged_fields = []
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_include_synonyms__include_documentation, pos, end)
     if cython.compiled:
@@ -301,7 +442,7 @@ def _dec_DescribeConfigsRequest_v4(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 4:
         raise _w.bad_count('resources', pos - 1, n_resources, end, 4, 1)
     f_resources = []
-    if cython.compiled or n_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -310,6 +451,77 @@ def _dec_DescribeConfigsRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("resources[%d]" % i)
         pos = cur.pos
+    elif n_resources:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsRequest_DescribeConfigsResource_v4 reads it.
+        try:
+            for i in range(n_resources):
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_type, pos, end)
+                f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_configuration_keys__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_configuration_keys__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_configuration_keys__1, pos = _w.read_uvarint(buf, pos, end, 'configuration_keys')
+                    n_configuration_keys__1 -= 1
+                if n_configuration_keys__1 == -1:
+                    f_configuration_keys__1 = None
+                elif n_configuration_keys__1 < 0 or n_configuration_keys__1 > (end - pos) // 1:
+                    raise _w.bad_count('configuration_keys', pos - 1, n_configuration_keys__1, end, 1, 1)
+                else:
+                    f_configuration_keys__1 = []
+                    for i__1 in range(n_configuration_keys__1):
+                        if pos < end and buf[pos] < 128:
+                            m = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            m, pos = _w.read_uvarint(buf, pos, end, "configuration_keys[%d]" % i__1)
+                            m -= 1
+                        if m < 0 or end - pos < m:
+                            raise _w.bad_sized("configuration_keys[%d]" % i__1, pos, m, end, 1, False)
+                        try:
+                            s = buf[pos:pos + m].decode() if m else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8("configuration_keys[%d]" % i__1, pos, exc) from None
+                        f_configuration_keys__1.append(s)
+                        pos += m
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeConfigsRequest_DescribeConfigsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configuration_keys = f_configuration_keys__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_include_synonyms__include_documentation, pos, end)
     if cython.compiled:
@@ -388,7 +600,7 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -420,7 +632,7 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
                     raise _w.bad_utf8_at(buf, pos, m, "configuration_keys[%d]" % i)
             else:
                 try:
-                    s = buf[pos:pos + m].decode()
+                    s = buf[pos:pos + m].decode() if m else ""
                 except UnicodeDecodeError as exc:
                     raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
             f_configuration_keys.append(s)
@@ -512,7 +724,7 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -563,7 +775,7 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
                     raise _w.bad_utf8_at(buf, pos, m, "configuration_keys[%d]" % i)
             else:
                 try:
-                    s = buf[pos:pos + m].decode()
+                    s = buf[pos:pos + m].decode() if m else ""
                 except UnicodeDecodeError as exc:
                     raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
             f_configuration_keys.append(s)
@@ -657,7 +869,7 @@ def _dec_DescribeConfigsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 11:
         raise _w.bad_count('results', pos - 4, n_results, end, 11, 4)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -666,6 +878,110 @@ def _dec_DescribeConfigsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResult_v0 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_configs, pos, end)
+                n_configs__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_configs__1 < 0 or n_configs__1 > (end - pos) // 7:
+                    raise _w.bad_count('configs', pos - 4, n_configs__1, end, 7, 4)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0 reads it.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_value, pos, end)
+                            n_value__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                            if end - pos < 3:
+                                raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
+                            f_read_only__2, f_is_default__2, f_is_sensitive__2 = _S_bbb.unpack_from(buf, pos)
+                            pos += 3
+                            if f_read_only__2 != 0 and f_read_only__2 != 1:
+                                raise _w.bad_bool('read_only', pos - 3, f_read_only__2)
+                            b_read_only__2 = f_read_only__2 == 1
+                            if f_is_default__2 != 0 and f_is_default__2 != 1:
+                                raise _w.bad_bool('is_default', pos - 2, f_is_default__2)
+                            b_is_default__2 = f_is_default__2 == 1
+                            if f_is_sensitive__2 != 0 and f_is_sensitive__2 != 1:
+                                raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive__2)
+                            b_is_sensitive__2 = f_is_sensitive__2 == 1
+                            obj__2 = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.read_only = b_read_only__2
+                            obj__2.config_source = -1
+                            obj__2.is_default = b_is_default__2
+                            obj__2.is_sensitive = b_is_sensitive__2
+                            obj__2.synonyms = []
+                            obj__2.config_type = 0
+                            obj__2.documentation = ''
+                            obj__2.unknown_tagged_fields = []
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = []
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if cython.compiled:
         obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
     else:
@@ -710,7 +1026,7 @@ def _dec_DescribeConfigsResponse_v1(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 11:
         raise _w.bad_count('results', pos - 4, n_results, end, 11, 4)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -719,6 +1035,152 @@ def _dec_DescribeConfigsResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResult_v1 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_configs, pos, end)
+                n_configs__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_configs__1 < 0 or n_configs__1 > (end - pos) // 11:
+                    raise _w.bad_count('configs', pos - 4, n_configs__1, end, 11, 4)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1 reads it.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_value, pos, end)
+                            n_value__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                            if end - pos < 7:
+                                raise _w.short_run(_RUN_read_only__synonyms, pos, end)
+                            f_read_only__2, f_config_source__2, f_is_sensitive__2, n_synonyms__2 = _S_bbbi.unpack_from(buf, pos)
+                            pos += 7
+                            if f_read_only__2 != 0 and f_read_only__2 != 1:
+                                raise _w.bad_bool('read_only', pos - 7, f_read_only__2)
+                            b_read_only__2 = f_read_only__2 == 1
+                            if f_is_sensitive__2 != 0 and f_is_sensitive__2 != 1:
+                                raise _w.bad_bool('is_sensitive', pos - 5, f_is_sensitive__2)
+                            b_is_sensitive__2 = f_is_sensitive__2 == 1
+                            if n_synonyms__2 < 0 or n_synonyms__2 > (end - pos) // 5:
+                                raise _w.bad_count('synonyms', pos - 4, n_synonyms__2, end, 5, 4)
+                            f_synonyms__2 = []
+                            if n_synonyms__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1 reads it.
+                                try:
+                                    for i__2 in range(n_synonyms__2):
+                                        if end - pos < 2:
+                                            raise _w.short_run(_RUN_name, pos, end)
+                                        n_name__3 = _S_h.unpack_from(buf, pos)[0]
+                                        pos += 2
+                                        if 0 <= n_name__3 <= end - pos:
+                                            try:
+                                                f_name__3 = buf[pos:pos + n_name__3].decode() if n_name__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('name', pos, exc) from None
+                                            pos += n_name__3
+                                        else:
+                                            raise _w.bad_sized('name', pos, n_name__3, end, 2, False)
+                                        if end - pos < 2:
+                                            raise _w.short_run(_RUN_value, pos, end)
+                                        n_value__3 = _S_h.unpack_from(buf, pos)[0]
+                                        pos += 2
+                                        if 0 <= n_value__3 <= end - pos:
+                                            try:
+                                                f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('value', pos, exc) from None
+                                            pos += n_value__3
+                                        elif n_value__3 == -1:
+                                            f_value__3 = None
+                                        else:
+                                            raise _w.bad_sized('value', pos, n_value__3, end, 2, True)
+                                        if end - pos < 1:
+                                            raise _w.short_run(_RUN_source, pos, end)
+                                        f_source__3 = _S_b.unpack_from(buf, pos)[0]
+                                        pos += 1
+                                        obj__3 = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
+                                        obj__3.name = f_name__3
+                                        obj__3.value = f_value__3
+                                        obj__3.source = f_source__3
+                                        obj__3.unknown_tagged_fields = []
+                                        f_synonyms__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("synonyms[%d]" % i__2)
+                            obj__2 = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.read_only = b_read_only__2
+                            obj__2.config_source = f_config_source__2
+                            obj__2.is_default = False
+                            obj__2.is_sensitive = b_is_sensitive__2
+                            obj__2.synonyms = f_synonyms__2
+                            obj__2.config_type = 0
+                            obj__2.documentation = ''
+                            obj__2.unknown_tagged_fields = []
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = []
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if cython.compiled:
         obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
     else:
@@ -763,7 +1225,7 @@ def _dec_DescribeConfigsResponse_v3(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 11:
         raise _w.bad_count('results', pos - 4, n_results, end, 11, 4)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -772,6 +1234,166 @@ def _dec_DescribeConfigsResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResult_v3 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_configs, pos, end)
+                n_configs__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_configs__1 < 0 or n_configs__1 > (end - pos) // 14:
+                    raise _w.bad_count('configs', pos - 4, n_configs__1, end, 14, 4)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3 reads it.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_value, pos, end)
+                            n_value__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                            if end - pos < 7:
+                                raise _w.short_run(_RUN_read_only__synonyms, pos, end)
+                            f_read_only__2, f_config_source__2, f_is_sensitive__2, n_synonyms__2 = _S_bbbi.unpack_from(buf, pos)
+                            pos += 7
+                            if f_read_only__2 != 0 and f_read_only__2 != 1:
+                                raise _w.bad_bool('read_only', pos - 7, f_read_only__2)
+                            b_read_only__2 = f_read_only__2 == 1
+                            if f_is_sensitive__2 != 0 and f_is_sensitive__2 != 1:
+                                raise _w.bad_bool('is_sensitive', pos - 5, f_is_sensitive__2)
+                            b_is_sensitive__2 = f_is_sensitive__2 == 1
+                            if n_synonyms__2 < 0 or n_synonyms__2 > (end - pos) // 5:
+                                raise _w.bad_count('synonyms', pos - 4, n_synonyms__2, end, 5, 4)
+                            f_synonyms__2 = []
+                            if n_synonyms__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1 reads it.
+                                try:
+                                    for i__2 in range(n_synonyms__2):
+                                        if end - pos < 2:
+                                            raise _w.short_run(_RUN_name, pos, end)
+                                        n_name__3 = _S_h.unpack_from(buf, pos)[0]
+                                        pos += 2
+                                        if 0 <= n_name__3 <= end - pos:
+                                            try:
+                                                f_name__3 = buf[pos:pos + n_name__3].decode() if n_name__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('name', pos, exc) from None
+                                            pos += n_name__3
+                                        else:
+                                            raise _w.bad_sized('name', pos, n_name__3, end, 2, False)
+                                        if end - pos < 2:
+                                            raise _w.short_run(_RUN_value, pos, end)
+                                        n_value__3 = _S_h.unpack_from(buf, pos)[0]
+                                        pos += 2
+                                        if 0 <= n_value__3 <= end - pos:
+                                            try:
+                                                f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('value', pos, exc) from None
+                                            pos += n_value__3
+                                        elif n_value__3 == -1:
+                                            f_value__3 = None
+                                        else:
+                                            raise _w.bad_sized('value', pos, n_value__3, end, 2, True)
+                                        if end - pos < 1:
+                                            raise _w.short_run(_RUN_source, pos, end)
+                                        f_source__3 = _S_b.unpack_from(buf, pos)[0]
+                                        pos += 1
+                                        obj__3 = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
+                                        obj__3.name = f_name__3
+                                        obj__3.value = f_value__3
+                                        obj__3.source = f_source__3
+                                        obj__3.unknown_tagged_fields = []
+                                        f_synonyms__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("synonyms[%d]" % i__2)
+                            if end - pos < 3:
+                                raise _w.short_run(_RUN_config_type__documentation, pos, end)
+                            f_config_type__2, n_documentation__2 = _S_bh.unpack_from(buf, pos)
+                            pos += 3
+                            if 0 <= n_documentation__2 <= end - pos:
+                                try:
+                                    f_documentation__2 = buf[pos:pos + n_documentation__2].decode() if n_documentation__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('documentation', pos, exc) from None
+                                pos += n_documentation__2
+                            elif n_documentation__2 == -1:
+                                f_documentation__2 = None
+                            else:
+                                raise _w.bad_sized('documentation', pos, n_documentation__2, end, 2, True)
+                            obj__2 = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.read_only = b_read_only__2
+                            obj__2.config_source = f_config_source__2
+                            obj__2.is_default = False
+                            obj__2.is_sensitive = b_is_sensitive__2
+                            obj__2.synonyms = f_synonyms__2
+                            obj__2.config_type = f_config_type__2
+                            obj__2.documentation = f_documentation__2
+                            obj__2.unknown_tagged_fields = []
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = []
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if cython.compiled:
         obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
     else:
@@ -830,7 +1452,7 @@ def _dec_DescribeConfigsResponse_v4(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 7:
         raise _w.bad_count('results', pos - 1, n_results, end, 7, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -839,6 +1461,242 @@ def _dec_DescribeConfigsResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResult_v4 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_type, pos, end)
+                f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_configs__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_configs__1, pos = _w.read_uvarint(buf, pos, end, 'configs')
+                    n_configs__1 -= 1
+                if n_configs__1 < 0 or n_configs__1 > (end - pos) // 9:
+                    raise _w.bad_count('configs', pos - 1, n_configs__1, end, 9, 1)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4 reads it.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_value__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 1, True)
+                            if end - pos < 3:
+                                raise _w.short_run(_RUN_read_only__is_sensitive_2, pos, end)
+                            f_read_only__2, f_config_source__2, f_is_sensitive__2 = _S_bbb.unpack_from(buf, pos)
+                            pos += 3
+                            if f_read_only__2 != 0 and f_read_only__2 != 1:
+                                raise _w.bad_bool('read_only', pos - 3, f_read_only__2)
+                            b_read_only__2 = f_read_only__2 == 1
+                            if f_is_sensitive__2 != 0 and f_is_sensitive__2 != 1:
+                                raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive__2)
+                            b_is_sensitive__2 = f_is_sensitive__2 == 1
+                            if pos < end and buf[pos] < 128:
+                                n_synonyms__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_synonyms__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_synonyms__2, pos = _w.read_uvarint(buf, pos, end, 'synonyms')
+                                n_synonyms__2 -= 1
+                            if n_synonyms__2 < 0 or n_synonyms__2 > (end - pos) // 4:
+                                raise _w.bad_count('synonyms', pos - 1, n_synonyms__2, end, 4, 1)
+                            f_synonyms__2 = []
+                            if n_synonyms__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4 reads it.
+                                try:
+                                    for i__2 in range(n_synonyms__2):
+                                        if pos < end and buf[pos] < 128:
+                                            n_name__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_name__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_name__3, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                            n_name__3 -= 1
+                                        if 0 <= n_name__3 <= end - pos:
+                                            try:
+                                                f_name__3 = buf[pos:pos + n_name__3].decode() if n_name__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('name', pos, exc) from None
+                                            pos += n_name__3
+                                        else:
+                                            raise _w.bad_sized('name', pos, n_name__3, end, 1, False)
+                                        if pos < end and buf[pos] < 128:
+                                            n_value__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                            n_value__3 -= 1
+                                        if 0 <= n_value__3 <= end - pos:
+                                            try:
+                                                f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('value', pos, exc) from None
+                                            pos += n_value__3
+                                        elif n_value__3 == -1:
+                                            f_value__3 = None
+                                        else:
+                                            raise _w.bad_sized('value', pos, n_value__3, end, 1, True)
+                                        if end - pos < 1:
+                                            raise _w.short_run(_RUN_source, pos, end)
+                                        f_source__3 = _S_b.unpack_from(buf, pos)[0]
+                                        pos += 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
+                                        obj__3.name = f_name__3
+                                        obj__3.value = f_value__3
+                                        obj__3.source = f_source__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_synonyms__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("synonyms[%d]" % i__2)
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_config_type, pos, end)
+                            f_config_type__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if pos < end and buf[pos] < 128:
+                                n_documentation__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_documentation__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_documentation__2, pos = _w.read_uvarint(buf, pos, end, 'documentation')
+                                n_documentation__2 -= 1
+                            if 0 <= n_documentation__2 <= end - pos:
+                                try:
+                                    f_documentation__2 = buf[pos:pos + n_documentation__2].decode() if n_documentation__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('documentation', pos, exc) from None
+                                pos += n_documentation__2
+                            elif n_documentation__2 == -1:
+                                f_documentation__2 = None
+                            else:
+                                raise _w.bad_sized('documentation', pos, n_documentation__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.read_only = b_read_only__2
+                            obj__2.config_source = f_config_source__2
+                            obj__2.is_default = False
+                            obj__2.is_sensitive = b_is_sensitive__2
+                            obj__2.synonyms = f_synonyms__2
+                            obj__2.config_type = f_config_type__2
+                            obj__2.documentation = f_documentation__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -901,7 +1759,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -924,7 +1782,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -940,7 +1798,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 7:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 7, 4)
     f_configs = []
-    if cython.compiled or n_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -949,6 +1807,63 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("configs[%d]" % i)
         pos = cur.pos
+    elif n_configs:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0 reads it.
+        try:
+            for i in range(n_configs):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_value, pos, end)
+                n_value__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 2, True)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
+                f_read_only__1, f_is_default__1, f_is_sensitive__1 = _S_bbb.unpack_from(buf, pos)
+                pos += 3
+                if f_read_only__1 != 0 and f_read_only__1 != 1:
+                    raise _w.bad_bool('read_only', pos - 3, f_read_only__1)
+                b_read_only__1 = f_read_only__1 == 1
+                if f_is_default__1 != 0 and f_is_default__1 != 1:
+                    raise _w.bad_bool('is_default', pos - 2, f_is_default__1)
+                b_is_default__1 = f_is_default__1 == 1
+                if f_is_sensitive__1 != 0 and f_is_sensitive__1 != 1:
+                    raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive__1)
+                b_is_sensitive__1 = f_is_sensitive__1 == 1
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
+                obj__1.name = f_name__1
+                obj__1.value = f_value__1
+                obj__1.read_only = b_read_only__1
+                obj__1.config_source = -1
+                obj__1.is_default = b_is_default__1
+                obj__1.is_sensitive = b_is_sensitive__1
+                obj__1.synonyms = []
+                obj__1.config_type = 0
+                obj__1.documentation = ''
+                obj__1.unknown_tagged_fields = []
+                f_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
     if cython.compiled:
         obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
     else:
@@ -1037,7 +1952,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1060,7 +1975,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -1076,7 +1991,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 11:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 11, 4)
     f_configs = []
-    if cython.compiled or n_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1085,6 +2000,105 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("configs[%d]" % i)
         pos = cur.pos
+    elif n_configs:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1 reads it.
+        try:
+            for i in range(n_configs):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_value, pos, end)
+                n_value__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 2, True)
+                if end - pos < 7:
+                    raise _w.short_run(_RUN_read_only__synonyms, pos, end)
+                f_read_only__1, f_config_source__1, f_is_sensitive__1, n_synonyms__1 = _S_bbbi.unpack_from(buf, pos)
+                pos += 7
+                if f_read_only__1 != 0 and f_read_only__1 != 1:
+                    raise _w.bad_bool('read_only', pos - 7, f_read_only__1)
+                b_read_only__1 = f_read_only__1 == 1
+                if f_is_sensitive__1 != 0 and f_is_sensitive__1 != 1:
+                    raise _w.bad_bool('is_sensitive', pos - 5, f_is_sensitive__1)
+                b_is_sensitive__1 = f_is_sensitive__1 == 1
+                if n_synonyms__1 < 0 or n_synonyms__1 > (end - pos) // 5:
+                    raise _w.bad_count('synonyms', pos - 4, n_synonyms__1, end, 5, 4)
+                f_synonyms__1 = []
+                if n_synonyms__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1 reads it.
+                    try:
+                        for i__1 in range(n_synonyms__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_value, pos, end)
+                            n_value__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_source, pos, end)
+                            f_source__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            obj__2 = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.source = f_source__2
+                            obj__2.unknown_tagged_fields = []
+                            f_synonyms__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("synonyms[%d]" % i__1)
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
+                obj__1.name = f_name__1
+                obj__1.value = f_value__1
+                obj__1.read_only = b_read_only__1
+                obj__1.config_source = f_config_source__1
+                obj__1.is_default = False
+                obj__1.is_sensitive = b_is_sensitive__1
+                obj__1.synonyms = f_synonyms__1
+                obj__1.config_type = 0
+                obj__1.documentation = ''
+                obj__1.unknown_tagged_fields = []
+                f_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
     if cython.compiled:
         obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
     else:
@@ -1173,7 +2187,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1196,7 +2210,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -1212,7 +2226,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 14:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 14, 4)
     f_configs = []
-    if cython.compiled or n_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1221,6 +2235,119 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("configs[%d]" % i)
         pos = cur.pos
+    elif n_configs:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3 reads it.
+        try:
+            for i in range(n_configs):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_value, pos, end)
+                n_value__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 2, True)
+                if end - pos < 7:
+                    raise _w.short_run(_RUN_read_only__synonyms, pos, end)
+                f_read_only__1, f_config_source__1, f_is_sensitive__1, n_synonyms__1 = _S_bbbi.unpack_from(buf, pos)
+                pos += 7
+                if f_read_only__1 != 0 and f_read_only__1 != 1:
+                    raise _w.bad_bool('read_only', pos - 7, f_read_only__1)
+                b_read_only__1 = f_read_only__1 == 1
+                if f_is_sensitive__1 != 0 and f_is_sensitive__1 != 1:
+                    raise _w.bad_bool('is_sensitive', pos - 5, f_is_sensitive__1)
+                b_is_sensitive__1 = f_is_sensitive__1 == 1
+                if n_synonyms__1 < 0 or n_synonyms__1 > (end - pos) // 5:
+                    raise _w.bad_count('synonyms', pos - 4, n_synonyms__1, end, 5, 4)
+                f_synonyms__1 = []
+                if n_synonyms__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1 reads it.
+                    try:
+                        for i__1 in range(n_synonyms__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_value, pos, end)
+                            n_value__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_source, pos, end)
+                            f_source__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            obj__2 = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.source = f_source__2
+                            obj__2.unknown_tagged_fields = []
+                            f_synonyms__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("synonyms[%d]" % i__1)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_config_type__documentation, pos, end)
+                f_config_type__1, n_documentation__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_documentation__1 <= end - pos:
+                    try:
+                        f_documentation__1 = buf[pos:pos + n_documentation__1].decode() if n_documentation__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('documentation', pos, exc) from None
+                    pos += n_documentation__1
+                elif n_documentation__1 == -1:
+                    f_documentation__1 = None
+                else:
+                    raise _w.bad_sized('documentation', pos, n_documentation__1, end, 2, True)
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
+                obj__1.name = f_name__1
+                obj__1.value = f_value__1
+                obj__1.read_only = b_read_only__1
+                obj__1.config_source = f_config_source__1
+                obj__1.is_default = False
+                obj__1.is_sensitive = b_is_sensitive__1
+                obj__1.synonyms = f_synonyms__1
+                obj__1.config_type = f_config_type__1
+                obj__1.documentation = f_documentation__1
+                obj__1.unknown_tagged_fields = []
+                f_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
     if cython.compiled:
         obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
     else:
@@ -1323,7 +2450,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1360,7 +2487,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -1384,7 +2511,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 9:
         raise _w.bad_count('configs', pos - 1, n_configs, end, 9, 1)
     f_configs = []
-    if cython.compiled or n_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1393,6 +2520,167 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("configs[%d]" % i)
         pos = cur.pos
+    elif n_configs:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4 reads it.
+        try:
+            for i in range(n_configs):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_value__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                    n_value__1 -= 1
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 1, True)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_read_only__is_sensitive_2, pos, end)
+                f_read_only__1, f_config_source__1, f_is_sensitive__1 = _S_bbb.unpack_from(buf, pos)
+                pos += 3
+                if f_read_only__1 != 0 and f_read_only__1 != 1:
+                    raise _w.bad_bool('read_only', pos - 3, f_read_only__1)
+                b_read_only__1 = f_read_only__1 == 1
+                if f_is_sensitive__1 != 0 and f_is_sensitive__1 != 1:
+                    raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive__1)
+                b_is_sensitive__1 = f_is_sensitive__1 == 1
+                if pos < end and buf[pos] < 128:
+                    n_synonyms__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_synonyms__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_synonyms__1, pos = _w.read_uvarint(buf, pos, end, 'synonyms')
+                    n_synonyms__1 -= 1
+                if n_synonyms__1 < 0 or n_synonyms__1 > (end - pos) // 4:
+                    raise _w.bad_count('synonyms', pos - 1, n_synonyms__1, end, 4, 1)
+                f_synonyms__1 = []
+                if n_synonyms__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4 reads it.
+                    try:
+                        for i__1 in range(n_synonyms__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_value__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 1, True)
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_source, pos, end)
+                            f_source__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.source = f_source__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_synonyms__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("synonyms[%d]" % i__1)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_config_type, pos, end)
+                f_config_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_documentation__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_documentation__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_documentation__1, pos = _w.read_uvarint(buf, pos, end, 'documentation')
+                    n_documentation__1 -= 1
+                if 0 <= n_documentation__1 <= end - pos:
+                    try:
+                        f_documentation__1 = buf[pos:pos + n_documentation__1].decode() if n_documentation__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('documentation', pos, exc) from None
+                    pos += n_documentation__1
+                elif n_documentation__1 == -1:
+                    f_documentation__1 = None
+                else:
+                    raise _w.bad_sized('documentation', pos, n_documentation__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
+                obj__1.name = f_name__1
+                obj__1.value = f_value__1
+                obj__1.read_only = b_read_only__1
+                obj__1.config_source = f_config_source__1
+                obj__1.is_default = False
+                obj__1.is_sensitive = b_is_sensitive__1
+                obj__1.synonyms = f_synonyms__1
+                obj__1.config_type = f_config_type__1
+                obj__1.documentation = f_documentation__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1500,7 +2788,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1520,7 +2808,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -1630,7 +2918,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1650,7 +2938,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -1677,7 +2965,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
     if n_synonyms < 0 or n_synonyms > (end - pos) // 5:
         raise _w.bad_count('synonyms', pos - 4, n_synonyms, end, 5, 4)
     f_synonyms = []
-    if cython.compiled or n_synonyms:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1686,6 +2974,48 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
         except DecodeError as exc:
             raise exc.within("synonyms[%d]" % i)
         pos = cur.pos
+    elif n_synonyms:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1 reads it.
+        try:
+            for i in range(n_synonyms):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_value, pos, end)
+                n_value__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 2, True)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_source, pos, end)
+                f_source__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
+                obj__1.name = f_name__1
+                obj__1.value = f_value__1
+                obj__1.source = f_source__1
+                obj__1.unknown_tagged_fields = []
+                f_synonyms.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("synonyms[%d]" % i)
     if cython.compiled:
         obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
     else:
@@ -1780,7 +3110,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1800,7 +3130,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -1827,7 +3157,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
     if n_synonyms < 0 or n_synonyms > (end - pos) // 5:
         raise _w.bad_count('synonyms', pos - 4, n_synonyms, end, 5, 4)
     f_synonyms = []
-    if cython.compiled or n_synonyms:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1836,6 +3166,48 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
         except DecodeError as exc:
             raise exc.within("synonyms[%d]" % i)
         pos = cur.pos
+    elif n_synonyms:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1 reads it.
+        try:
+            for i in range(n_synonyms):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_value, pos, end)
+                n_value__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 2, True)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_source, pos, end)
+                f_source__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
+                obj__1.name = f_name__1
+                obj__1.value = f_value__1
+                obj__1.source = f_source__1
+                obj__1.unknown_tagged_fields = []
+                f_synonyms.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("synonyms[%d]" % i)
     if end - pos < 3:
         raise _w.short_run(_RUN_config_type__documentation, pos, end)
     if cython.compiled:
@@ -1851,7 +3223,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
                 raise _w.bad_utf8_at(buf, pos, n_documentation, 'documentation')
         else:
             try:
-                f_documentation = buf[pos:pos + n_documentation].decode()
+                f_documentation = buf[pos:pos + n_documentation].decode() if n_documentation else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('documentation', pos, exc) from None
         pos += n_documentation
@@ -1980,7 +3352,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -2008,7 +3380,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -2049,7 +3421,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
     if n_synonyms < 0 or n_synonyms > (end - pos) // 4:
         raise _w.bad_count('synonyms', pos - 1, n_synonyms, end, 4, 1)
     f_synonyms = []
-    if cython.compiled or n_synonyms:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2058,6 +3430,63 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
         except DecodeError as exc:
             raise exc.within("synonyms[%d]" % i)
         pos = cur.pos
+    elif n_synonyms:
+        # Each element read inline (pure Python only), as _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4 reads it.
+        try:
+            for i in range(n_synonyms):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_value__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                    n_value__1 -= 1
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 1, True)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_source, pos, end)
+                f_source__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
+                obj__1.name = f_name__1
+                obj__1.value = f_value__1
+                obj__1.source = f_source__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_synonyms.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("synonyms[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_config_type, pos, end)
     if cython.compiled:
@@ -2087,7 +3516,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
                 raise _w.bad_utf8_at(buf, pos, n_documentation, 'documentation')
         else:
             try:
-                f_documentation = buf[pos:pos + n_documentation].decode()
+                f_documentation = buf[pos:pos + n_documentation].decode() if n_documentation else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('documentation', pos, exc) from None
         pos += n_documentation
@@ -2229,7 +3658,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -2249,7 +3678,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -2348,7 +3777,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -2376,7 +3805,7 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value

@@ -81,7 +81,7 @@ def _dec_DescribeDelegationTokenRequest_v0(buf, cur, end):
         raise _w.bad_count('owners', pos - 4, n_owners, end, 4, 4)
     else:
         f_owners = []
-        if cython.compiled or n_owners:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -90,6 +90,41 @@ def _dec_DescribeDelegationTokenRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("owners[%d]" % i)
             pos = cur.pos
+        elif n_owners:
+            # Each element read inline (pure Python only), as _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0 reads it.
+            try:
+                for i in range(n_owners):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_principal_type, pos, end)
+                    n_principal_type__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_principal_type__1 <= end - pos:
+                        try:
+                            f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('principal_type', pos, exc) from None
+                        pos += n_principal_type__1
+                    else:
+                        raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 2, False)
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_principal_name, pos, end)
+                    n_principal_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_principal_name__1 <= end - pos:
+                        try:
+                            f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('principal_name', pos, exc) from None
+                        pos += n_principal_name__1
+                    else:
+                        raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 2, False)
+                    obj__1 = _new(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+                    obj__1.principal_type = f_principal_type__1
+                    obj__1.principal_name = f_principal_name__1
+                    obj__1.unknown_tagged_fields = []
+                    f_owners.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("owners[%d]" % i)
     if cython.compiled:
         obj = DescribeDelegationTokenRequest.__new__(DescribeDelegationTokenRequest)
     else:
@@ -143,7 +178,7 @@ def _dec_DescribeDelegationTokenRequest_v2(buf, cur, end):
         raise _w.bad_count('owners', pos - 1, n_owners, end, 3, 1)
     else:
         f_owners = []
-        if cython.compiled or n_owners:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -152,6 +187,56 @@ def _dec_DescribeDelegationTokenRequest_v2(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("owners[%d]" % i)
             pos = cur.pos
+        elif n_owners:
+            # Each element read inline (pure Python only), as _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2 reads it.
+            try:
+                for i in range(n_owners):
+                    if pos < end and buf[pos] < 128:
+                        n_principal_type__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                        n_principal_type__1 -= 1
+                    if 0 <= n_principal_type__1 <= end - pos:
+                        try:
+                            f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('principal_type', pos, exc) from None
+                        pos += n_principal_type__1
+                    else:
+                        raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_principal_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                        n_principal_name__1 -= 1
+                    if 0 <= n_principal_name__1 <= end - pos:
+                        try:
+                            f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('principal_name', pos, exc) from None
+                        pos += n_principal_name__1
+                    else:
+                        raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 1, False)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+                    obj__1.principal_type = f_principal_type__1
+                    obj__1.principal_name = f_principal_name__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_owners.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("owners[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -208,7 +293,7 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -228,7 +313,7 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
@@ -312,7 +397,7 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -340,7 +425,7 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
@@ -424,7 +509,7 @@ def _dec_DescribeDelegationTokenResponse_v0(buf, cur, end):
     if n_tokens < 0 or n_tokens > (end - pos) // 38:
         raise _w.bad_count('tokens', pos - 4, n_tokens, end, 38, 4)
     f_tokens = []
-    if cython.compiled or n_tokens:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -433,6 +518,112 @@ def _dec_DescribeDelegationTokenResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("tokens[%d]" % i)
         pos = cur.pos
+    elif n_tokens:
+        # Each element read inline (pure Python only), as _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0 reads it.
+        try:
+            for i in range(n_tokens):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_principal_type, pos, end)
+                n_principal_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_principal_type__1 <= end - pos:
+                    try:
+                        f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_type', pos, exc) from None
+                    pos += n_principal_type__1
+                else:
+                    raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_principal_name, pos, end)
+                n_principal_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_principal_name__1 <= end - pos:
+                    try:
+                        f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_name', pos, exc) from None
+                    pos += n_principal_name__1
+                else:
+                    raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 2, False)
+                if end - pos < 26:
+                    raise _w.short_run(_RUN_issue_timestamp__token_id, pos, end)
+                f_issue_timestamp__1, f_expiry_timestamp__1, f_max_timestamp__1, n_token_id__1 = _S_qqqh.unpack_from(buf, pos)
+                pos += 26
+                if 0 <= n_token_id__1 <= end - pos:
+                    try:
+                        f_token_id__1 = buf[pos:pos + n_token_id__1].decode() if n_token_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('token_id', pos, exc) from None
+                    pos += n_token_id__1
+                else:
+                    raise _w.bad_sized('token_id', pos, n_token_id__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_hmac, pos, end)
+                n_hmac__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_hmac__1 <= end - pos:
+                    f_hmac__1 = buf[pos:pos + n_hmac__1]
+                    pos += n_hmac__1
+                else:
+                    raise _w.bad_sized('hmac', pos, n_hmac__1, end, 4, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_renewers, pos, end)
+                n_renewers__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_renewers__1 < 0 or n_renewers__1 > (end - pos) // 4:
+                    raise _w.bad_count('renewers', pos - 4, n_renewers__1, end, 4, 4)
+                f_renewers__1 = []
+                if n_renewers__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0 reads it.
+                    try:
+                        for i__1 in range(n_renewers__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_principal_type, pos, end)
+                            n_principal_type__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_principal_type__2 <= end - pos:
+                                try:
+                                    f_principal_type__2 = buf[pos:pos + n_principal_type__2].decode() if n_principal_type__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal_type', pos, exc) from None
+                                pos += n_principal_type__2
+                            else:
+                                raise _w.bad_sized('principal_type', pos, n_principal_type__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_principal_name, pos, end)
+                            n_principal_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_principal_name__2 <= end - pos:
+                                try:
+                                    f_principal_name__2 = buf[pos:pos + n_principal_name__2].decode() if n_principal_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal_name', pos, exc) from None
+                                pos += n_principal_name__2
+                            else:
+                                raise _w.bad_sized('principal_name', pos, n_principal_name__2, end, 2, False)
+                            obj__2 = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+                            obj__2.principal_type = f_principal_type__2
+                            obj__2.principal_name = f_principal_name__2
+                            obj__2.unknown_tagged_fields = []
+                            f_renewers__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("renewers[%d]" % i__1)
+                obj__1 = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
+                obj__1.principal_type = f_principal_type__1
+                obj__1.principal_name = f_principal_name__1
+                obj__1.token_requester_principal_type = ''
+                obj__1.token_requester_principal_name = ''
+                obj__1.issue_timestamp = f_issue_timestamp__1
+                obj__1.expiry_timestamp = f_expiry_timestamp__1
+                obj__1.max_timestamp = f_max_timestamp__1
+                obj__1.token_id = f_token_id__1
+                obj__1.hmac = f_hmac__1
+                obj__1.renewers = f_renewers__1
+                obj__1.unknown_tagged_fields = []
+                f_tokens.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("tokens[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -504,7 +695,7 @@ def _dec_DescribeDelegationTokenResponse_v2(buf, cur, end):
     if n_tokens < 0 or n_tokens > (end - pos) // 30:
         raise _w.bad_count('tokens', pos - 1, n_tokens, end, 30, 1)
     f_tokens = []
-    if cython.compiled or n_tokens:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -513,6 +704,161 @@ def _dec_DescribeDelegationTokenResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("tokens[%d]" % i)
         pos = cur.pos
+    elif n_tokens:
+        # Each element read inline (pure Python only), as _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2 reads it.
+        try:
+            for i in range(n_tokens):
+                if pos < end and buf[pos] < 128:
+                    n_principal_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                    n_principal_type__1 -= 1
+                if 0 <= n_principal_type__1 <= end - pos:
+                    try:
+                        f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_type', pos, exc) from None
+                    pos += n_principal_type__1
+                else:
+                    raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_principal_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                    n_principal_name__1 -= 1
+                if 0 <= n_principal_name__1 <= end - pos:
+                    try:
+                        f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_name', pos, exc) from None
+                    pos += n_principal_name__1
+                else:
+                    raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 1, False)
+                if end - pos < 24:
+                    raise _w.short_run(_RUN_issue_timestamp__max_timestamp, pos, end)
+                f_issue_timestamp__1, f_expiry_timestamp__1, f_max_timestamp__1 = _S_qqq.unpack_from(buf, pos)
+                pos += 24
+                if pos < end and buf[pos] < 128:
+                    n_token_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_token_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_token_id__1, pos = _w.read_uvarint(buf, pos, end, 'token_id')
+                    n_token_id__1 -= 1
+                if 0 <= n_token_id__1 <= end - pos:
+                    try:
+                        f_token_id__1 = buf[pos:pos + n_token_id__1].decode() if n_token_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('token_id', pos, exc) from None
+                    pos += n_token_id__1
+                else:
+                    raise _w.bad_sized('token_id', pos, n_token_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_hmac__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_hmac__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_hmac__1, pos = _w.read_uvarint(buf, pos, end, 'hmac')
+                    n_hmac__1 -= 1
+                if 0 <= n_hmac__1 <= end - pos:
+                    f_hmac__1 = buf[pos:pos + n_hmac__1]
+                    pos += n_hmac__1
+                else:
+                    raise _w.bad_sized('hmac', pos, n_hmac__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_renewers__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_renewers__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_renewers__1, pos = _w.read_uvarint(buf, pos, end, 'renewers')
+                    n_renewers__1 -= 1
+                if n_renewers__1 < 0 or n_renewers__1 > (end - pos) // 3:
+                    raise _w.bad_count('renewers', pos - 1, n_renewers__1, end, 3, 1)
+                f_renewers__1 = []
+                if n_renewers__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2 reads it.
+                    try:
+                        for i__1 in range(n_renewers__1):
+                            if pos < end and buf[pos] < 128:
+                                n_principal_type__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_principal_type__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_principal_type__2, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                                n_principal_type__2 -= 1
+                            if 0 <= n_principal_type__2 <= end - pos:
+                                try:
+                                    f_principal_type__2 = buf[pos:pos + n_principal_type__2].decode() if n_principal_type__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal_type', pos, exc) from None
+                                pos += n_principal_type__2
+                            else:
+                                raise _w.bad_sized('principal_type', pos, n_principal_type__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_principal_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_principal_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_principal_name__2, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                                n_principal_name__2 -= 1
+                            if 0 <= n_principal_name__2 <= end - pos:
+                                try:
+                                    f_principal_name__2 = buf[pos:pos + n_principal_name__2].decode() if n_principal_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal_name', pos, exc) from None
+                                pos += n_principal_name__2
+                            else:
+                                raise _w.bad_sized('principal_name', pos, n_principal_name__2, end, 1, False)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+                            obj__2.principal_type = f_principal_type__2
+                            obj__2.principal_name = f_principal_name__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_renewers__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("renewers[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
+                obj__1.principal_type = f_principal_type__1
+                obj__1.principal_name = f_principal_name__1
+                obj__1.token_requester_principal_type = ''
+                obj__1.token_requester_principal_name = ''
+                obj__1.issue_timestamp = f_issue_timestamp__1
+                obj__1.expiry_timestamp = f_expiry_timestamp__1
+                obj__1.max_timestamp = f_max_timestamp__1
+                obj__1.token_id = f_token_id__1
+                obj__1.hmac = f_hmac__1
+                obj__1.renewers = f_renewers__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_tokens.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("tokens[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -598,7 +944,7 @@ def _dec_DescribeDelegationTokenResponse_v3(buf, cur, end):
     if n_tokens < 0 or n_tokens > (end - pos) // 32:
         raise _w.bad_count('tokens', pos - 1, n_tokens, end, 32, 1)
     f_tokens = []
-    if cython.compiled or n_tokens:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -607,6 +953,195 @@ def _dec_DescribeDelegationTokenResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("tokens[%d]" % i)
         pos = cur.pos
+    elif n_tokens:
+        # Each element read inline (pure Python only), as _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3 reads it.
+        try:
+            for i in range(n_tokens):
+                if pos < end and buf[pos] < 128:
+                    n_principal_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                    n_principal_type__1 -= 1
+                if 0 <= n_principal_type__1 <= end - pos:
+                    try:
+                        f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_type', pos, exc) from None
+                    pos += n_principal_type__1
+                else:
+                    raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_principal_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                    n_principal_name__1 -= 1
+                if 0 <= n_principal_name__1 <= end - pos:
+                    try:
+                        f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_name', pos, exc) from None
+                    pos += n_principal_name__1
+                else:
+                    raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_token_requester_principal_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_token_requester_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_token_requester_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_type')
+                    n_token_requester_principal_type__1 -= 1
+                if 0 <= n_token_requester_principal_type__1 <= end - pos:
+                    try:
+                        f_token_requester_principal_type__1 = buf[pos:pos + n_token_requester_principal_type__1].decode() if n_token_requester_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('token_requester_principal_type', pos, exc) from None
+                    pos += n_token_requester_principal_type__1
+                else:
+                    raise _w.bad_sized('token_requester_principal_type', pos, n_token_requester_principal_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_token_requester_principal_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_token_requester_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_token_requester_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_name')
+                    n_token_requester_principal_name__1 -= 1
+                if 0 <= n_token_requester_principal_name__1 <= end - pos:
+                    try:
+                        f_token_requester_principal_name__1 = buf[pos:pos + n_token_requester_principal_name__1].decode() if n_token_requester_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('token_requester_principal_name', pos, exc) from None
+                    pos += n_token_requester_principal_name__1
+                else:
+                    raise _w.bad_sized('token_requester_principal_name', pos, n_token_requester_principal_name__1, end, 1, False)
+                if end - pos < 24:
+                    raise _w.short_run(_RUN_issue_timestamp__max_timestamp, pos, end)
+                f_issue_timestamp__1, f_expiry_timestamp__1, f_max_timestamp__1 = _S_qqq.unpack_from(buf, pos)
+                pos += 24
+                if pos < end and buf[pos] < 128:
+                    n_token_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_token_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_token_id__1, pos = _w.read_uvarint(buf, pos, end, 'token_id')
+                    n_token_id__1 -= 1
+                if 0 <= n_token_id__1 <= end - pos:
+                    try:
+                        f_token_id__1 = buf[pos:pos + n_token_id__1].decode() if n_token_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('token_id', pos, exc) from None
+                    pos += n_token_id__1
+                else:
+                    raise _w.bad_sized('token_id', pos, n_token_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_hmac__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_hmac__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_hmac__1, pos = _w.read_uvarint(buf, pos, end, 'hmac')
+                    n_hmac__1 -= 1
+                if 0 <= n_hmac__1 <= end - pos:
+                    f_hmac__1 = buf[pos:pos + n_hmac__1]
+                    pos += n_hmac__1
+                else:
+                    raise _w.bad_sized('hmac', pos, n_hmac__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_renewers__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_renewers__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_renewers__1, pos = _w.read_uvarint(buf, pos, end, 'renewers')
+                    n_renewers__1 -= 1
+                if n_renewers__1 < 0 or n_renewers__1 > (end - pos) // 3:
+                    raise _w.bad_count('renewers', pos - 1, n_renewers__1, end, 3, 1)
+                f_renewers__1 = []
+                if n_renewers__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2 reads it.
+                    try:
+                        for i__1 in range(n_renewers__1):
+                            if pos < end and buf[pos] < 128:
+                                n_principal_type__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_principal_type__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_principal_type__2, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                                n_principal_type__2 -= 1
+                            if 0 <= n_principal_type__2 <= end - pos:
+                                try:
+                                    f_principal_type__2 = buf[pos:pos + n_principal_type__2].decode() if n_principal_type__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal_type', pos, exc) from None
+                                pos += n_principal_type__2
+                            else:
+                                raise _w.bad_sized('principal_type', pos, n_principal_type__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_principal_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_principal_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_principal_name__2, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                                n_principal_name__2 -= 1
+                            if 0 <= n_principal_name__2 <= end - pos:
+                                try:
+                                    f_principal_name__2 = buf[pos:pos + n_principal_name__2].decode() if n_principal_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal_name', pos, exc) from None
+                                pos += n_principal_name__2
+                            else:
+                                raise _w.bad_sized('principal_name', pos, n_principal_name__2, end, 1, False)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+                            obj__2.principal_type = f_principal_type__2
+                            obj__2.principal_name = f_principal_name__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_renewers__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("renewers[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
+                obj__1.principal_type = f_principal_type__1
+                obj__1.principal_name = f_principal_name__1
+                obj__1.token_requester_principal_type = f_token_requester_principal_type__1
+                obj__1.token_requester_principal_name = f_token_requester_principal_name__1
+                obj__1.issue_timestamp = f_issue_timestamp__1
+                obj__1.expiry_timestamp = f_expiry_timestamp__1
+                obj__1.max_timestamp = f_max_timestamp__1
+                obj__1.token_id = f_token_id__1
+                obj__1.hmac = f_hmac__1
+                obj__1.renewers = f_renewers__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_tokens.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("tokens[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -681,7 +1216,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -701,7 +1236,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
@@ -724,7 +1259,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
             try:
-                f_token_id = buf[pos:pos + n_token_id].decode()
+                f_token_id = buf[pos:pos + n_token_id].decode() if n_token_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
@@ -752,7 +1287,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
     if n_renewers < 0 or n_renewers > (end - pos) // 4:
         raise _w.bad_count('renewers', pos - 4, n_renewers, end, 4, 4)
     f_renewers = []
-    if cython.compiled or n_renewers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -761,6 +1296,41 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
         except DecodeError as exc:
             raise exc.within("renewers[%d]" % i)
         pos = cur.pos
+    elif n_renewers:
+        # Each element read inline (pure Python only), as _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0 reads it.
+        try:
+            for i in range(n_renewers):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_principal_type, pos, end)
+                n_principal_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_principal_type__1 <= end - pos:
+                    try:
+                        f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_type', pos, exc) from None
+                    pos += n_principal_type__1
+                else:
+                    raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_principal_name, pos, end)
+                n_principal_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_principal_name__1 <= end - pos:
+                    try:
+                        f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_name', pos, exc) from None
+                    pos += n_principal_name__1
+                else:
+                    raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 2, False)
+                obj__1 = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+                obj__1.principal_type = f_principal_type__1
+                obj__1.principal_name = f_principal_name__1
+                obj__1.unknown_tagged_fields = []
+                f_renewers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
     if cython.compiled:
         obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
     else:
@@ -899,7 +1469,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -927,7 +1497,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
@@ -964,7 +1534,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
             try:
-                f_token_id = buf[pos:pos + n_token_id].decode()
+                f_token_id = buf[pos:pos + n_token_id].decode() if n_token_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
@@ -1008,7 +1578,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    if cython.compiled or n_renewers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1017,6 +1587,56 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
         except DecodeError as exc:
             raise exc.within("renewers[%d]" % i)
         pos = cur.pos
+    elif n_renewers:
+        # Each element read inline (pure Python only), as _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2 reads it.
+        try:
+            for i in range(n_renewers):
+                if pos < end and buf[pos] < 128:
+                    n_principal_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                    n_principal_type__1 -= 1
+                if 0 <= n_principal_type__1 <= end - pos:
+                    try:
+                        f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_type', pos, exc) from None
+                    pos += n_principal_type__1
+                else:
+                    raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_principal_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                    n_principal_name__1 -= 1
+                if 0 <= n_principal_name__1 <= end - pos:
+                    try:
+                        f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_name', pos, exc) from None
+                    pos += n_principal_name__1
+                else:
+                    raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+                obj__1.principal_type = f_principal_type__1
+                obj__1.principal_name = f_principal_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_renewers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1173,7 +1793,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -1201,7 +1821,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
@@ -1229,7 +1849,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
         else:
             try:
-                f_token_requester_principal_type = buf[pos:pos + n_token_requester_principal_type].decode()
+                f_token_requester_principal_type = buf[pos:pos + n_token_requester_principal_type].decode() if n_token_requester_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('token_requester_principal_type', pos, exc) from None
         pos += n_token_requester_principal_type
@@ -1257,7 +1877,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
         else:
             try:
-                f_token_requester_principal_name = buf[pos:pos + n_token_requester_principal_name].decode()
+                f_token_requester_principal_name = buf[pos:pos + n_token_requester_principal_name].decode() if n_token_requester_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('token_requester_principal_name', pos, exc) from None
         pos += n_token_requester_principal_name
@@ -1294,7 +1914,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
             try:
-                f_token_id = buf[pos:pos + n_token_id].decode()
+                f_token_id = buf[pos:pos + n_token_id].decode() if n_token_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
@@ -1338,7 +1958,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    if cython.compiled or n_renewers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1347,6 +1967,56 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
         except DecodeError as exc:
             raise exc.within("renewers[%d]" % i)
         pos = cur.pos
+    elif n_renewers:
+        # Each element read inline (pure Python only), as _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2 reads it.
+        try:
+            for i in range(n_renewers):
+                if pos < end and buf[pos] < 128:
+                    n_principal_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                    n_principal_type__1 -= 1
+                if 0 <= n_principal_type__1 <= end - pos:
+                    try:
+                        f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_type', pos, exc) from None
+                    pos += n_principal_type__1
+                else:
+                    raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_principal_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                    n_principal_name__1 -= 1
+                if 0 <= n_principal_name__1 <= end - pos:
+                    try:
+                        f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_name', pos, exc) from None
+                    pos += n_principal_name__1
+                else:
+                    raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+                obj__1.principal_type = f_principal_type__1
+                obj__1.principal_name = f_principal_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_renewers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1529,7 +2199,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf,
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -1549,7 +2219,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf,
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
@@ -1633,7 +2303,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
             try:
-                f_principal_type = buf[pos:pos + n_principal_type].decode()
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
@@ -1661,7 +2331,7 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
             try:
-                f_principal_name = buf[pos:pos + n_principal_name].decode()
+                f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name

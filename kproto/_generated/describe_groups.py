@@ -99,7 +99,7 @@ def _dec_DescribeGroupsRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
         f_groups.append(s)
@@ -166,7 +166,7 @@ def _dec_DescribeGroupsRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
         f_groups.append(s)
@@ -265,7 +265,7 @@ def _dec_DescribeGroupsRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
         f_groups.append(s)
@@ -347,7 +347,7 @@ def _dec_DescribeGroupsResponse_v0(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 14:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 14, 4)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -356,6 +356,147 @@ def _dec_DescribeGroupsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroup_v0 reads it.
+        try:
+            for i in range(n_groups):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__group_id, pos, end)
+                f_error_code__1, n_group_id__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_group_state, pos, end)
+                n_group_state__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_protocol_type, pos, end)
+                n_protocol_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_protocol_data, pos, end)
+                n_protocol_data__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_protocol_data__1 <= end - pos:
+                    try:
+                        f_protocol_data__1 = buf[pos:pos + n_protocol_data__1].decode() if n_protocol_data__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_data', pos, exc) from None
+                    pos += n_protocol_data__1
+                else:
+                    raise _w.bad_sized('protocol_data', pos, n_protocol_data__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_members, pos, end)
+                n_members__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_members__1 < 0 or n_members__1 > (end - pos) // 14:
+                    raise _w.bad_count('members', pos - 4, n_members__1, end, 14, 4)
+                f_members__1 = []
+                if n_members__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroupMember_v0 reads it.
+                    try:
+                        for i__1 in range(n_members__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_member_id, pos, end)
+                            n_member_id__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_member_id__2 <= end - pos:
+                                try:
+                                    f_member_id__2 = buf[pos:pos + n_member_id__2].decode() if n_member_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('member_id', pos, exc) from None
+                                pos += n_member_id__2
+                            else:
+                                raise _w.bad_sized('member_id', pos, n_member_id__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_client_id, pos, end)
+                            n_client_id__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_client_id__2 <= end - pos:
+                                try:
+                                    f_client_id__2 = buf[pos:pos + n_client_id__2].decode() if n_client_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_id', pos, exc) from None
+                                pos += n_client_id__2
+                            else:
+                                raise _w.bad_sized('client_id', pos, n_client_id__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_client_host, pos, end)
+                            n_client_host__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_client_host__2 <= end - pos:
+                                try:
+                                    f_client_host__2 = buf[pos:pos + n_client_host__2].decode() if n_client_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_host', pos, exc) from None
+                                pos += n_client_host__2
+                            else:
+                                raise _w.bad_sized('client_host', pos, n_client_host__2, end, 2, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_metadata, pos, end)
+                            n_member_metadata__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if 0 <= n_member_metadata__2 <= end - pos:
+                                f_member_metadata__2 = buf[pos:pos + n_member_metadata__2]
+                                pos += n_member_metadata__2
+                            else:
+                                raise _w.bad_sized('member_metadata', pos, n_member_metadata__2, end, 4, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_assignment, pos, end)
+                            n_member_assignment__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if 0 <= n_member_assignment__2 <= end - pos:
+                                f_member_assignment__2 = buf[pos:pos + n_member_assignment__2]
+                                pos += n_member_assignment__2
+                            else:
+                                raise _w.bad_sized('member_assignment', pos, n_member_assignment__2, end, 4, False)
+                            obj__2 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                            obj__2.member_id = f_member_id__2
+                            obj__2.group_instance_id = None
+                            obj__2.client_id = f_client_id__2
+                            obj__2.client_host = f_client_host__2
+                            obj__2.member_metadata = f_member_metadata__2
+                            obj__2.member_assignment = f_member_assignment__2
+                            obj__2.unknown_tagged_fields = []
+                            f_members__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("members[%d]" % i__1)
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroup)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = None
+                obj__1.group_id = f_group_id__1
+                obj__1.group_state = f_group_state__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.protocol_data = f_protocol_data__1
+                obj__1.members = f_members__1
+                obj__1.authorized_operations = -2147483648
+                obj__1.unknown_tagged_fields = []
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if cython.compiled:
         obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
     else:
@@ -399,7 +540,7 @@ def _dec_DescribeGroupsResponse_v1(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 14:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 14, 4)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -408,6 +549,147 @@ def _dec_DescribeGroupsResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroup_v0 reads it.
+        try:
+            for i in range(n_groups):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__group_id, pos, end)
+                f_error_code__1, n_group_id__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_group_state, pos, end)
+                n_group_state__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_protocol_type, pos, end)
+                n_protocol_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_protocol_data, pos, end)
+                n_protocol_data__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_protocol_data__1 <= end - pos:
+                    try:
+                        f_protocol_data__1 = buf[pos:pos + n_protocol_data__1].decode() if n_protocol_data__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_data', pos, exc) from None
+                    pos += n_protocol_data__1
+                else:
+                    raise _w.bad_sized('protocol_data', pos, n_protocol_data__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_members, pos, end)
+                n_members__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_members__1 < 0 or n_members__1 > (end - pos) // 14:
+                    raise _w.bad_count('members', pos - 4, n_members__1, end, 14, 4)
+                f_members__1 = []
+                if n_members__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroupMember_v0 reads it.
+                    try:
+                        for i__1 in range(n_members__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_member_id, pos, end)
+                            n_member_id__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_member_id__2 <= end - pos:
+                                try:
+                                    f_member_id__2 = buf[pos:pos + n_member_id__2].decode() if n_member_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('member_id', pos, exc) from None
+                                pos += n_member_id__2
+                            else:
+                                raise _w.bad_sized('member_id', pos, n_member_id__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_client_id, pos, end)
+                            n_client_id__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_client_id__2 <= end - pos:
+                                try:
+                                    f_client_id__2 = buf[pos:pos + n_client_id__2].decode() if n_client_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_id', pos, exc) from None
+                                pos += n_client_id__2
+                            else:
+                                raise _w.bad_sized('client_id', pos, n_client_id__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_client_host, pos, end)
+                            n_client_host__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_client_host__2 <= end - pos:
+                                try:
+                                    f_client_host__2 = buf[pos:pos + n_client_host__2].decode() if n_client_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_host', pos, exc) from None
+                                pos += n_client_host__2
+                            else:
+                                raise _w.bad_sized('client_host', pos, n_client_host__2, end, 2, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_metadata, pos, end)
+                            n_member_metadata__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if 0 <= n_member_metadata__2 <= end - pos:
+                                f_member_metadata__2 = buf[pos:pos + n_member_metadata__2]
+                                pos += n_member_metadata__2
+                            else:
+                                raise _w.bad_sized('member_metadata', pos, n_member_metadata__2, end, 4, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_assignment, pos, end)
+                            n_member_assignment__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if 0 <= n_member_assignment__2 <= end - pos:
+                                f_member_assignment__2 = buf[pos:pos + n_member_assignment__2]
+                                pos += n_member_assignment__2
+                            else:
+                                raise _w.bad_sized('member_assignment', pos, n_member_assignment__2, end, 4, False)
+                            obj__2 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                            obj__2.member_id = f_member_id__2
+                            obj__2.group_instance_id = None
+                            obj__2.client_id = f_client_id__2
+                            obj__2.client_host = f_client_host__2
+                            obj__2.member_metadata = f_member_metadata__2
+                            obj__2.member_assignment = f_member_assignment__2
+                            obj__2.unknown_tagged_fields = []
+                            f_members__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("members[%d]" % i__1)
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroup)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = None
+                obj__1.group_id = f_group_id__1
+                obj__1.group_state = f_group_state__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.protocol_data = f_protocol_data__1
+                obj__1.members = f_members__1
+                obj__1.authorized_operations = -2147483648
+                obj__1.unknown_tagged_fields = []
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if cython.compiled:
         obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
     else:
@@ -452,7 +734,7 @@ def _dec_DescribeGroupsResponse_v3(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 18:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 18, 4)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -461,6 +743,151 @@ def _dec_DescribeGroupsResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroup_v3 reads it.
+        try:
+            for i in range(n_groups):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__group_id, pos, end)
+                f_error_code__1, n_group_id__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_group_state, pos, end)
+                n_group_state__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_protocol_type, pos, end)
+                n_protocol_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_protocol_data, pos, end)
+                n_protocol_data__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_protocol_data__1 <= end - pos:
+                    try:
+                        f_protocol_data__1 = buf[pos:pos + n_protocol_data__1].decode() if n_protocol_data__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_data', pos, exc) from None
+                    pos += n_protocol_data__1
+                else:
+                    raise _w.bad_sized('protocol_data', pos, n_protocol_data__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_members, pos, end)
+                n_members__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_members__1 < 0 or n_members__1 > (end - pos) // 14:
+                    raise _w.bad_count('members', pos - 4, n_members__1, end, 14, 4)
+                f_members__1 = []
+                if n_members__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroupMember_v0 reads it.
+                    try:
+                        for i__1 in range(n_members__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_member_id, pos, end)
+                            n_member_id__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_member_id__2 <= end - pos:
+                                try:
+                                    f_member_id__2 = buf[pos:pos + n_member_id__2].decode() if n_member_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('member_id', pos, exc) from None
+                                pos += n_member_id__2
+                            else:
+                                raise _w.bad_sized('member_id', pos, n_member_id__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_client_id, pos, end)
+                            n_client_id__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_client_id__2 <= end - pos:
+                                try:
+                                    f_client_id__2 = buf[pos:pos + n_client_id__2].decode() if n_client_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_id', pos, exc) from None
+                                pos += n_client_id__2
+                            else:
+                                raise _w.bad_sized('client_id', pos, n_client_id__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_client_host, pos, end)
+                            n_client_host__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_client_host__2 <= end - pos:
+                                try:
+                                    f_client_host__2 = buf[pos:pos + n_client_host__2].decode() if n_client_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_host', pos, exc) from None
+                                pos += n_client_host__2
+                            else:
+                                raise _w.bad_sized('client_host', pos, n_client_host__2, end, 2, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_metadata, pos, end)
+                            n_member_metadata__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if 0 <= n_member_metadata__2 <= end - pos:
+                                f_member_metadata__2 = buf[pos:pos + n_member_metadata__2]
+                                pos += n_member_metadata__2
+                            else:
+                                raise _w.bad_sized('member_metadata', pos, n_member_metadata__2, end, 4, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_assignment, pos, end)
+                            n_member_assignment__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if 0 <= n_member_assignment__2 <= end - pos:
+                                f_member_assignment__2 = buf[pos:pos + n_member_assignment__2]
+                                pos += n_member_assignment__2
+                            else:
+                                raise _w.bad_sized('member_assignment', pos, n_member_assignment__2, end, 4, False)
+                            obj__2 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                            obj__2.member_id = f_member_id__2
+                            obj__2.group_instance_id = None
+                            obj__2.client_id = f_client_id__2
+                            obj__2.client_host = f_client_host__2
+                            obj__2.member_metadata = f_member_metadata__2
+                            obj__2.member_assignment = f_member_assignment__2
+                            obj__2.unknown_tagged_fields = []
+                            f_members__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("members[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_authorized_operations, pos, end)
+                f_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroup)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = None
+                obj__1.group_id = f_group_id__1
+                obj__1.group_state = f_group_state__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.protocol_data = f_protocol_data__1
+                obj__1.members = f_members__1
+                obj__1.authorized_operations = f_authorized_operations__1
+                obj__1.unknown_tagged_fields = []
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if cython.compiled:
         obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
     else:
@@ -505,7 +932,7 @@ def _dec_DescribeGroupsResponse_v4(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 18:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 18, 4)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -514,6 +941,165 @@ def _dec_DescribeGroupsResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroup_v4 reads it.
+        try:
+            for i in range(n_groups):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__group_id, pos, end)
+                f_error_code__1, n_group_id__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_group_state, pos, end)
+                n_group_state__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_protocol_type, pos, end)
+                n_protocol_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_protocol_data, pos, end)
+                n_protocol_data__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_protocol_data__1 <= end - pos:
+                    try:
+                        f_protocol_data__1 = buf[pos:pos + n_protocol_data__1].decode() if n_protocol_data__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_data', pos, exc) from None
+                    pos += n_protocol_data__1
+                else:
+                    raise _w.bad_sized('protocol_data', pos, n_protocol_data__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_members, pos, end)
+                n_members__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_members__1 < 0 or n_members__1 > (end - pos) // 16:
+                    raise _w.bad_count('members', pos - 4, n_members__1, end, 16, 4)
+                f_members__1 = []
+                if n_members__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroupMember_v4 reads it.
+                    try:
+                        for i__1 in range(n_members__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_member_id, pos, end)
+                            n_member_id__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_member_id__2 <= end - pos:
+                                try:
+                                    f_member_id__2 = buf[pos:pos + n_member_id__2].decode() if n_member_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('member_id', pos, exc) from None
+                                pos += n_member_id__2
+                            else:
+                                raise _w.bad_sized('member_id', pos, n_member_id__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_group_instance_id, pos, end)
+                            n_group_instance_id__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_group_instance_id__2 <= end - pos:
+                                try:
+                                    f_group_instance_id__2 = buf[pos:pos + n_group_instance_id__2].decode() if n_group_instance_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                                pos += n_group_instance_id__2
+                            elif n_group_instance_id__2 == -1:
+                                f_group_instance_id__2 = None
+                            else:
+                                raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__2, end, 2, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_client_id, pos, end)
+                            n_client_id__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_client_id__2 <= end - pos:
+                                try:
+                                    f_client_id__2 = buf[pos:pos + n_client_id__2].decode() if n_client_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_id', pos, exc) from None
+                                pos += n_client_id__2
+                            else:
+                                raise _w.bad_sized('client_id', pos, n_client_id__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_client_host, pos, end)
+                            n_client_host__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_client_host__2 <= end - pos:
+                                try:
+                                    f_client_host__2 = buf[pos:pos + n_client_host__2].decode() if n_client_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_host', pos, exc) from None
+                                pos += n_client_host__2
+                            else:
+                                raise _w.bad_sized('client_host', pos, n_client_host__2, end, 2, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_metadata, pos, end)
+                            n_member_metadata__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if 0 <= n_member_metadata__2 <= end - pos:
+                                f_member_metadata__2 = buf[pos:pos + n_member_metadata__2]
+                                pos += n_member_metadata__2
+                            else:
+                                raise _w.bad_sized('member_metadata', pos, n_member_metadata__2, end, 4, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_assignment, pos, end)
+                            n_member_assignment__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if 0 <= n_member_assignment__2 <= end - pos:
+                                f_member_assignment__2 = buf[pos:pos + n_member_assignment__2]
+                                pos += n_member_assignment__2
+                            else:
+                                raise _w.bad_sized('member_assignment', pos, n_member_assignment__2, end, 4, False)
+                            obj__2 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                            obj__2.member_id = f_member_id__2
+                            obj__2.group_instance_id = f_group_instance_id__2
+                            obj__2.client_id = f_client_id__2
+                            obj__2.client_host = f_client_host__2
+                            obj__2.member_metadata = f_member_metadata__2
+                            obj__2.member_assignment = f_member_assignment__2
+                            obj__2.unknown_tagged_fields = []
+                            f_members__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("members[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_authorized_operations, pos, end)
+                f_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroup)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = None
+                obj__1.group_id = f_group_id__1
+                obj__1.group_state = f_group_state__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.protocol_data = f_protocol_data__1
+                obj__1.members = f_members__1
+                obj__1.authorized_operations = f_authorized_operations__1
+                obj__1.unknown_tagged_fields = []
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if cython.compiled:
         obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
     else:
@@ -572,7 +1158,7 @@ def _dec_DescribeGroupsResponse_v5(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 12:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 12, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -581,6 +1167,234 @@ def _dec_DescribeGroupsResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroup_v5 reads it.
+        try:
+            for i in range(n_groups):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_state__1, pos = _w.read_uvarint(buf, pos, end, 'group_state')
+                    n_group_state__1 -= 1
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_protocol_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_protocol_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_protocol_type__1, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
+                    n_protocol_type__1 -= 1
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_protocol_data__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_protocol_data__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_protocol_data__1, pos = _w.read_uvarint(buf, pos, end, 'protocol_data')
+                    n_protocol_data__1 -= 1
+                if 0 <= n_protocol_data__1 <= end - pos:
+                    try:
+                        f_protocol_data__1 = buf[pos:pos + n_protocol_data__1].decode() if n_protocol_data__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_data', pos, exc) from None
+                    pos += n_protocol_data__1
+                else:
+                    raise _w.bad_sized('protocol_data', pos, n_protocol_data__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_members__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_members__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_members__1, pos = _w.read_uvarint(buf, pos, end, 'members')
+                    n_members__1 -= 1
+                if n_members__1 < 0 or n_members__1 > (end - pos) // 7:
+                    raise _w.bad_count('members', pos - 1, n_members__1, end, 7, 1)
+                f_members__1 = []
+                if n_members__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroupMember_v5 reads it.
+                    try:
+                        for i__1 in range(n_members__1):
+                            if pos < end and buf[pos] < 128:
+                                n_member_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_member_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_member_id__2, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                                n_member_id__2 -= 1
+                            if 0 <= n_member_id__2 <= end - pos:
+                                try:
+                                    f_member_id__2 = buf[pos:pos + n_member_id__2].decode() if n_member_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('member_id', pos, exc) from None
+                                pos += n_member_id__2
+                            else:
+                                raise _w.bad_sized('member_id', pos, n_member_id__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_group_instance_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_group_instance_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_group_instance_id__2, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                                n_group_instance_id__2 -= 1
+                            if 0 <= n_group_instance_id__2 <= end - pos:
+                                try:
+                                    f_group_instance_id__2 = buf[pos:pos + n_group_instance_id__2].decode() if n_group_instance_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                                pos += n_group_instance_id__2
+                            elif n_group_instance_id__2 == -1:
+                                f_group_instance_id__2 = None
+                            else:
+                                raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__2, end, 1, True)
+                            if pos < end and buf[pos] < 128:
+                                n_client_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_id__2, pos = _w.read_uvarint(buf, pos, end, 'client_id')
+                                n_client_id__2 -= 1
+                            if 0 <= n_client_id__2 <= end - pos:
+                                try:
+                                    f_client_id__2 = buf[pos:pos + n_client_id__2].decode() if n_client_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_id', pos, exc) from None
+                                pos += n_client_id__2
+                            else:
+                                raise _w.bad_sized('client_id', pos, n_client_id__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_client_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_host__2, pos = _w.read_uvarint(buf, pos, end, 'client_host')
+                                n_client_host__2 -= 1
+                            if 0 <= n_client_host__2 <= end - pos:
+                                try:
+                                    f_client_host__2 = buf[pos:pos + n_client_host__2].decode() if n_client_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_host', pos, exc) from None
+                                pos += n_client_host__2
+                            else:
+                                raise _w.bad_sized('client_host', pos, n_client_host__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_member_metadata__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_member_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_member_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'member_metadata')
+                                n_member_metadata__2 -= 1
+                            if 0 <= n_member_metadata__2 <= end - pos:
+                                f_member_metadata__2 = buf[pos:pos + n_member_metadata__2]
+                                pos += n_member_metadata__2
+                            else:
+                                raise _w.bad_sized('member_metadata', pos, n_member_metadata__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_member_assignment__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_member_assignment__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_member_assignment__2, pos = _w.read_uvarint(buf, pos, end, 'member_assignment')
+                                n_member_assignment__2 -= 1
+                            if 0 <= n_member_assignment__2 <= end - pos:
+                                f_member_assignment__2 = buf[pos:pos + n_member_assignment__2]
+                                pos += n_member_assignment__2
+                            else:
+                                raise _w.bad_sized('member_assignment', pos, n_member_assignment__2, end, 1, False)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                            obj__2.member_id = f_member_id__2
+                            obj__2.group_instance_id = f_group_instance_id__2
+                            obj__2.client_id = f_client_id__2
+                            obj__2.client_host = f_client_host__2
+                            obj__2.member_metadata = f_member_metadata__2
+                            obj__2.member_assignment = f_member_assignment__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_members__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("members[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_authorized_operations, pos, end)
+                f_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroup)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = None
+                obj__1.group_id = f_group_id__1
+                obj__1.group_state = f_group_state__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.protocol_data = f_protocol_data__1
+                obj__1.members = f_members__1
+                obj__1.authorized_operations = f_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -653,7 +1467,7 @@ def _dec_DescribeGroupsResponse_v6(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 13:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 13, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -662,6 +1476,253 @@ def _dec_DescribeGroupsResponse_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroup_v6 reads it.
+        try:
+            for i in range(n_groups):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_state__1, pos = _w.read_uvarint(buf, pos, end, 'group_state')
+                    n_group_state__1 -= 1
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_protocol_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_protocol_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_protocol_type__1, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
+                    n_protocol_type__1 -= 1
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_protocol_data__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_protocol_data__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_protocol_data__1, pos = _w.read_uvarint(buf, pos, end, 'protocol_data')
+                    n_protocol_data__1 -= 1
+                if 0 <= n_protocol_data__1 <= end - pos:
+                    try:
+                        f_protocol_data__1 = buf[pos:pos + n_protocol_data__1].decode() if n_protocol_data__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_data', pos, exc) from None
+                    pos += n_protocol_data__1
+                else:
+                    raise _w.bad_sized('protocol_data', pos, n_protocol_data__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_members__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_members__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_members__1, pos = _w.read_uvarint(buf, pos, end, 'members')
+                    n_members__1 -= 1
+                if n_members__1 < 0 or n_members__1 > (end - pos) // 7:
+                    raise _w.bad_count('members', pos - 1, n_members__1, end, 7, 1)
+                f_members__1 = []
+                if n_members__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroupMember_v5 reads it.
+                    try:
+                        for i__1 in range(n_members__1):
+                            if pos < end and buf[pos] < 128:
+                                n_member_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_member_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_member_id__2, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                                n_member_id__2 -= 1
+                            if 0 <= n_member_id__2 <= end - pos:
+                                try:
+                                    f_member_id__2 = buf[pos:pos + n_member_id__2].decode() if n_member_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('member_id', pos, exc) from None
+                                pos += n_member_id__2
+                            else:
+                                raise _w.bad_sized('member_id', pos, n_member_id__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_group_instance_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_group_instance_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_group_instance_id__2, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                                n_group_instance_id__2 -= 1
+                            if 0 <= n_group_instance_id__2 <= end - pos:
+                                try:
+                                    f_group_instance_id__2 = buf[pos:pos + n_group_instance_id__2].decode() if n_group_instance_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                                pos += n_group_instance_id__2
+                            elif n_group_instance_id__2 == -1:
+                                f_group_instance_id__2 = None
+                            else:
+                                raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__2, end, 1, True)
+                            if pos < end and buf[pos] < 128:
+                                n_client_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_id__2, pos = _w.read_uvarint(buf, pos, end, 'client_id')
+                                n_client_id__2 -= 1
+                            if 0 <= n_client_id__2 <= end - pos:
+                                try:
+                                    f_client_id__2 = buf[pos:pos + n_client_id__2].decode() if n_client_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_id', pos, exc) from None
+                                pos += n_client_id__2
+                            else:
+                                raise _w.bad_sized('client_id', pos, n_client_id__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_client_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_host__2, pos = _w.read_uvarint(buf, pos, end, 'client_host')
+                                n_client_host__2 -= 1
+                            if 0 <= n_client_host__2 <= end - pos:
+                                try:
+                                    f_client_host__2 = buf[pos:pos + n_client_host__2].decode() if n_client_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_host', pos, exc) from None
+                                pos += n_client_host__2
+                            else:
+                                raise _w.bad_sized('client_host', pos, n_client_host__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_member_metadata__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_member_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_member_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'member_metadata')
+                                n_member_metadata__2 -= 1
+                            if 0 <= n_member_metadata__2 <= end - pos:
+                                f_member_metadata__2 = buf[pos:pos + n_member_metadata__2]
+                                pos += n_member_metadata__2
+                            else:
+                                raise _w.bad_sized('member_metadata', pos, n_member_metadata__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_member_assignment__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_member_assignment__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_member_assignment__2, pos = _w.read_uvarint(buf, pos, end, 'member_assignment')
+                                n_member_assignment__2 -= 1
+                            if 0 <= n_member_assignment__2 <= end - pos:
+                                f_member_assignment__2 = buf[pos:pos + n_member_assignment__2]
+                                pos += n_member_assignment__2
+                            else:
+                                raise _w.bad_sized('member_assignment', pos, n_member_assignment__2, end, 1, False)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                            obj__2.member_id = f_member_id__2
+                            obj__2.group_instance_id = f_group_instance_id__2
+                            obj__2.client_id = f_client_id__2
+                            obj__2.client_host = f_client_host__2
+                            obj__2.member_metadata = f_member_metadata__2
+                            obj__2.member_assignment = f_member_assignment__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_members__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("members[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_authorized_operations, pos, end)
+                f_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroup)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.group_id = f_group_id__1
+                obj__1.group_state = f_group_state__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.protocol_data = f_protocol_data__1
+                obj__1.members = f_members__1
+                obj__1.authorized_operations = f_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -724,7 +1785,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -744,7 +1805,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
             try:
-                f_group_state = buf[pos:pos + n_group_state].decode()
+                f_group_state = buf[pos:pos + n_group_state].decode() if n_group_state else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
@@ -764,7 +1825,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -784,7 +1845,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
             try:
-                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode() if n_protocol_data else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
@@ -800,7 +1861,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 14:
         raise _w.bad_count('members', pos - 4, n_members, end, 14, 4)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -809,6 +1870,75 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroupMember_v0 reads it.
+        try:
+            for i in range(n_members):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_member_id, pos, end)
+                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_client_id, pos, end)
+                n_client_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_client_id__1 <= end - pos:
+                    try:
+                        f_client_id__1 = buf[pos:pos + n_client_id__1].decode() if n_client_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_id', pos, exc) from None
+                    pos += n_client_id__1
+                else:
+                    raise _w.bad_sized('client_id', pos, n_client_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_client_host, pos, end)
+                n_client_host__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_client_host__1 <= end - pos:
+                    try:
+                        f_client_host__1 = buf[pos:pos + n_client_host__1].decode() if n_client_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_host', pos, exc) from None
+                    pos += n_client_host__1
+                else:
+                    raise _w.bad_sized('client_host', pos, n_client_host__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_member_metadata, pos, end)
+                n_member_metadata__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_member_metadata__1 <= end - pos:
+                    f_member_metadata__1 = buf[pos:pos + n_member_metadata__1]
+                    pos += n_member_metadata__1
+                else:
+                    raise _w.bad_sized('member_metadata', pos, n_member_metadata__1, end, 4, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_member_assignment, pos, end)
+                n_member_assignment__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_member_assignment__1 <= end - pos:
+                    f_member_assignment__1 = buf[pos:pos + n_member_assignment__1]
+                    pos += n_member_assignment__1
+                else:
+                    raise _w.bad_sized('member_assignment', pos, n_member_assignment__1, end, 4, False)
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = None
+                obj__1.client_id = f_client_id__1
+                obj__1.client_host = f_client_host__1
+                obj__1.member_metadata = f_member_metadata__1
+                obj__1.member_assignment = f_member_assignment__1
+                obj__1.unknown_tagged_fields = []
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if cython.compiled:
         obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
     else:
@@ -939,7 +2069,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -959,7 +2089,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
             try:
-                f_group_state = buf[pos:pos + n_group_state].decode()
+                f_group_state = buf[pos:pos + n_group_state].decode() if n_group_state else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
@@ -979,7 +2109,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -999,7 +2129,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
             try:
-                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode() if n_protocol_data else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
@@ -1015,7 +2145,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 14:
         raise _w.bad_count('members', pos - 4, n_members, end, 14, 4)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1024,6 +2154,75 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroupMember_v0 reads it.
+        try:
+            for i in range(n_members):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_member_id, pos, end)
+                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_client_id, pos, end)
+                n_client_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_client_id__1 <= end - pos:
+                    try:
+                        f_client_id__1 = buf[pos:pos + n_client_id__1].decode() if n_client_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_id', pos, exc) from None
+                    pos += n_client_id__1
+                else:
+                    raise _w.bad_sized('client_id', pos, n_client_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_client_host, pos, end)
+                n_client_host__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_client_host__1 <= end - pos:
+                    try:
+                        f_client_host__1 = buf[pos:pos + n_client_host__1].decode() if n_client_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_host', pos, exc) from None
+                    pos += n_client_host__1
+                else:
+                    raise _w.bad_sized('client_host', pos, n_client_host__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_member_metadata, pos, end)
+                n_member_metadata__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_member_metadata__1 <= end - pos:
+                    f_member_metadata__1 = buf[pos:pos + n_member_metadata__1]
+                    pos += n_member_metadata__1
+                else:
+                    raise _w.bad_sized('member_metadata', pos, n_member_metadata__1, end, 4, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_member_assignment, pos, end)
+                n_member_assignment__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_member_assignment__1 <= end - pos:
+                    f_member_assignment__1 = buf[pos:pos + n_member_assignment__1]
+                    pos += n_member_assignment__1
+                else:
+                    raise _w.bad_sized('member_assignment', pos, n_member_assignment__1, end, 4, False)
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = None
+                obj__1.client_id = f_client_id__1
+                obj__1.client_host = f_client_host__1
+                obj__1.member_metadata = f_member_metadata__1
+                obj__1.member_assignment = f_member_assignment__1
+                obj__1.unknown_tagged_fields = []
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -1164,7 +2363,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -1184,7 +2383,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
             try:
-                f_group_state = buf[pos:pos + n_group_state].decode()
+                f_group_state = buf[pos:pos + n_group_state].decode() if n_group_state else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
@@ -1204,7 +2403,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -1224,7 +2423,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
             try:
-                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode() if n_protocol_data else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
@@ -1240,7 +2439,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 16:
         raise _w.bad_count('members', pos - 4, n_members, end, 16, 4)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1249,6 +2448,89 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroupMember_v4 reads it.
+        try:
+            for i in range(n_members):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_member_id, pos, end)
+                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_group_instance_id, pos, end)
+                n_group_instance_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 2, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_client_id, pos, end)
+                n_client_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_client_id__1 <= end - pos:
+                    try:
+                        f_client_id__1 = buf[pos:pos + n_client_id__1].decode() if n_client_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_id', pos, exc) from None
+                    pos += n_client_id__1
+                else:
+                    raise _w.bad_sized('client_id', pos, n_client_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_client_host, pos, end)
+                n_client_host__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_client_host__1 <= end - pos:
+                    try:
+                        f_client_host__1 = buf[pos:pos + n_client_host__1].decode() if n_client_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_host', pos, exc) from None
+                    pos += n_client_host__1
+                else:
+                    raise _w.bad_sized('client_host', pos, n_client_host__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_member_metadata, pos, end)
+                n_member_metadata__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_member_metadata__1 <= end - pos:
+                    f_member_metadata__1 = buf[pos:pos + n_member_metadata__1]
+                    pos += n_member_metadata__1
+                else:
+                    raise _w.bad_sized('member_metadata', pos, n_member_metadata__1, end, 4, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_member_assignment, pos, end)
+                n_member_assignment__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_member_assignment__1 <= end - pos:
+                    f_member_assignment__1 = buf[pos:pos + n_member_assignment__1]
+                    pos += n_member_assignment__1
+                else:
+                    raise _w.bad_sized('member_assignment', pos, n_member_assignment__1, end, 4, False)
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.client_id = f_client_id__1
+                obj__1.client_host = f_client_host__1
+                obj__1.member_metadata = f_member_metadata__1
+                obj__1.member_assignment = f_member_assignment__1
+                obj__1.unknown_tagged_fields = []
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -1403,7 +2685,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -1431,7 +2713,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
             try:
-                f_group_state = buf[pos:pos + n_group_state].decode()
+                f_group_state = buf[pos:pos + n_group_state].decode() if n_group_state else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
@@ -1459,7 +2741,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -1487,7 +2769,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
             try:
-                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode() if n_protocol_data else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
@@ -1511,7 +2793,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 7:
         raise _w.bad_count('members', pos - 1, n_members, end, 7, 1)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1520,6 +2802,124 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroupMember_v5 reads it.
+        try:
+            for i in range(n_members):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_instance_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                    n_group_instance_id__1 -= 1
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_client_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_client_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_client_id__1, pos = _w.read_uvarint(buf, pos, end, 'client_id')
+                    n_client_id__1 -= 1
+                if 0 <= n_client_id__1 <= end - pos:
+                    try:
+                        f_client_id__1 = buf[pos:pos + n_client_id__1].decode() if n_client_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_id', pos, exc) from None
+                    pos += n_client_id__1
+                else:
+                    raise _w.bad_sized('client_id', pos, n_client_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_client_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_client_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_client_host__1, pos = _w.read_uvarint(buf, pos, end, 'client_host')
+                    n_client_host__1 -= 1
+                if 0 <= n_client_host__1 <= end - pos:
+                    try:
+                        f_client_host__1 = buf[pos:pos + n_client_host__1].decode() if n_client_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_host', pos, exc) from None
+                    pos += n_client_host__1
+                else:
+                    raise _w.bad_sized('client_host', pos, n_client_host__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_member_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'member_metadata')
+                    n_member_metadata__1 -= 1
+                if 0 <= n_member_metadata__1 <= end - pos:
+                    f_member_metadata__1 = buf[pos:pos + n_member_metadata__1]
+                    pos += n_member_metadata__1
+                else:
+                    raise _w.bad_sized('member_metadata', pos, n_member_metadata__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_member_assignment__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_assignment__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_assignment__1, pos = _w.read_uvarint(buf, pos, end, 'member_assignment')
+                    n_member_assignment__1 -= 1
+                if 0 <= n_member_assignment__1 <= end - pos:
+                    f_member_assignment__1 = buf[pos:pos + n_member_assignment__1]
+                    pos += n_member_assignment__1
+                else:
+                    raise _w.bad_sized('member_assignment', pos, n_member_assignment__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.client_id = f_client_id__1
+                obj__1.client_host = f_client_host__1
+                obj__1.member_metadata = f_member_metadata__1
+                obj__1.member_assignment = f_member_assignment__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -1692,7 +3092,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1722,7 +3122,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -1750,7 +3150,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
             try:
-                f_group_state = buf[pos:pos + n_group_state].decode()
+                f_group_state = buf[pos:pos + n_group_state].decode() if n_group_state else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
@@ -1778,7 +3178,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -1806,7 +3206,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
             try:
-                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode() if n_protocol_data else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
@@ -1830,7 +3230,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 7:
         raise _w.bad_count('members', pos - 1, n_members, end, 7, 1)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1839,6 +3239,124 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_DescribeGroupsResponse_DescribedGroupMember_v5 reads it.
+        try:
+            for i in range(n_members):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_instance_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                    n_group_instance_id__1 -= 1
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_client_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_client_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_client_id__1, pos = _w.read_uvarint(buf, pos, end, 'client_id')
+                    n_client_id__1 -= 1
+                if 0 <= n_client_id__1 <= end - pos:
+                    try:
+                        f_client_id__1 = buf[pos:pos + n_client_id__1].decode() if n_client_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_id', pos, exc) from None
+                    pos += n_client_id__1
+                else:
+                    raise _w.bad_sized('client_id', pos, n_client_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_client_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_client_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_client_host__1, pos = _w.read_uvarint(buf, pos, end, 'client_host')
+                    n_client_host__1 -= 1
+                if 0 <= n_client_host__1 <= end - pos:
+                    try:
+                        f_client_host__1 = buf[pos:pos + n_client_host__1].decode() if n_client_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_host', pos, exc) from None
+                    pos += n_client_host__1
+                else:
+                    raise _w.bad_sized('client_host', pos, n_client_host__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_member_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'member_metadata')
+                    n_member_metadata__1 -= 1
+                if 0 <= n_member_metadata__1 <= end - pos:
+                    f_member_metadata__1 = buf[pos:pos + n_member_metadata__1]
+                    pos += n_member_metadata__1
+                else:
+                    raise _w.bad_sized('member_metadata', pos, n_member_metadata__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_member_assignment__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_assignment__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_assignment__1, pos = _w.read_uvarint(buf, pos, end, 'member_assignment')
+                    n_member_assignment__1 -= 1
+                if 0 <= n_member_assignment__1 <= end - pos:
+                    f_member_assignment__1 = buf[pos:pos + n_member_assignment__1]
+                    pos += n_member_assignment__1
+                else:
+                    raise _w.bad_sized('member_assignment', pos, n_member_assignment__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.client_id = f_client_id__1
+                obj__1.client_host = f_client_host__1
+                obj__1.member_metadata = f_member_metadata__1
+                obj__1.member_assignment = f_member_assignment__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -2013,7 +3531,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -2033,7 +3551,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
             try:
-                f_client_id = buf[pos:pos + n_client_id].decode()
+                f_client_id = buf[pos:pos + n_client_id].decode() if n_client_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
@@ -2053,7 +3571,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
             try:
-                f_client_host = buf[pos:pos + n_client_host].decode()
+                f_client_host = buf[pos:pos + n_client_host].decode() if n_client_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
@@ -2205,7 +3723,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -2225,7 +3743,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -2247,7 +3765,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
             try:
-                f_client_id = buf[pos:pos + n_client_id].decode()
+                f_client_id = buf[pos:pos + n_client_id].decode() if n_client_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
@@ -2267,7 +3785,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
             try:
-                f_client_host = buf[pos:pos + n_client_host].decode()
+                f_client_host = buf[pos:pos + n_client_host].decode() if n_client_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
@@ -2445,7 +3963,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -2473,7 +3991,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -2503,7 +4021,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
             try:
-                f_client_id = buf[pos:pos + n_client_id].decode()
+                f_client_id = buf[pos:pos + n_client_id].decode() if n_client_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
@@ -2531,7 +4049,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
             try:
-                f_client_host = buf[pos:pos + n_client_host].decode()
+                f_client_host = buf[pos:pos + n_client_host].decode() if n_client_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host

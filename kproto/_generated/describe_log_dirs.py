@@ -89,7 +89,7 @@ def _dec_DescribeLogDirsRequest_v0(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -98,6 +98,40 @@ def _dec_DescribeLogDirsRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0 reads it.
+            try:
+                for i in range(n_topics):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic, pos, end)
+                    n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_topic__1 <= end - pos:
+                        try:
+                            f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic', pos, exc) from None
+                        pos += n_topic__1
+                    else:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    obj__1 = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
+                    obj__1.topic = f_topic__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = []
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = DescribeLogDirsRequest.__new__(DescribeLogDirsRequest)
     else:
@@ -151,7 +185,7 @@ def _dec_DescribeLogDirsRequest_v2(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -160,6 +194,55 @@ def _dec_DescribeLogDirsRequest_v2(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2 reads it.
+            try:
+                for i in range(n_topics):
+                    if pos < end and buf[pos] < 128:
+                        n_topic__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                        n_topic__1 -= 1
+                    if 0 <= n_topic__1 <= end - pos:
+                        try:
+                            f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic', pos, exc) from None
+                        pos += n_topic__1
+                    else:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
+                    obj__1.topic = f_topic__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -216,7 +299,7 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -314,7 +397,7 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -420,7 +503,7 @@ def _dec_DescribeLogDirsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 8:
         raise _w.bad_count('results', pos - 4, n_results, end, 8, 4)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -429,6 +512,90 @@ def _dec_DescribeLogDirsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__log_dir, pos, end)
+                f_error_code__1, n_log_dir__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_log_dir__1 <= end - pos:
+                    try:
+                        f_log_dir__1 = buf[pos:pos + n_log_dir__1].decode() if n_log_dir__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('log_dir', pos, exc) from None
+                    pos += n_log_dir__1
+                else:
+                    raise _w.bad_sized('log_dir', pos, n_log_dir__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_topics, pos, end)
+                n_topics__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 6:
+                    raise _w.bad_count('topics', pos - 4, n_topics__1, end, 6, 4)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partitions, pos, end)
+                            n_partitions__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 21:
+                                raise _w.bad_count('partitions', pos - 4, n_partitions__2, end, 21, 4)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0 reads it.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 21:
+                                            raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                                        f_partition_index__3, f_partition_size__3, f_offset_lag__3, f_is_future_key__3 = _S_iqqb.unpack_from(buf, pos)
+                                        pos += 21
+                                        if f_is_future_key__3 != 0 and f_is_future_key__3 != 1:
+                                            raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__3)
+                                        b_is_future_key__3 = f_is_future_key__3 == 1
+                                        obj__3 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.partition_size = f_partition_size__3
+                                        obj__3.offset_lag = f_offset_lag__3
+                                        obj__3.is_future_key = b_is_future_key__3
+                                        obj__3.unknown_tagged_fields = []
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            obj__2 = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = []
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.log_dir = f_log_dir__1
+                obj__1.topics = f_topics__1
+                obj__1.total_bytes = -1
+                obj__1.usable_bytes = -1
+                obj__1.is_cordoned = False
+                obj__1.unknown_tagged_fields = []
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if cython.compiled:
         obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
     else:
@@ -488,7 +655,7 @@ def _dec_DescribeLogDirsResponse_v2(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -497,6 +664,129 @@ def _dec_DescribeLogDirsResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_log_dir__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_log_dir__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_log_dir__1, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
+                    n_log_dir__1 -= 1
+                if 0 <= n_log_dir__1 <= end - pos:
+                    try:
+                        f_log_dir__1 = buf[pos:pos + n_log_dir__1].decode() if n_log_dir__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('log_dir', pos, exc) from None
+                    pos += n_log_dir__1
+                else:
+                    raise _w.bad_sized('log_dir', pos, n_log_dir__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 22:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 22, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2 reads it.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 21:
+                                            raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                                        f_partition_index__3, f_partition_size__3, f_offset_lag__3, f_is_future_key__3 = _S_iqqb.unpack_from(buf, pos)
+                                        pos += 21
+                                        if f_is_future_key__3 != 0 and f_is_future_key__3 != 1:
+                                            raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__3)
+                                        b_is_future_key__3 = f_is_future_key__3 == 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.partition_size = f_partition_size__3
+                                        obj__3.offset_lag = f_offset_lag__3
+                                        obj__3.is_future_key = b_is_future_key__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.log_dir = f_log_dir__1
+                obj__1.topics = f_topics__1
+                obj__1.total_bytes = -1
+                obj__1.usable_bytes = -1
+                obj__1.is_cordoned = False
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -571,7 +861,7 @@ def _dec_DescribeLogDirsResponse_v3(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -580,6 +870,129 @@ def _dec_DescribeLogDirsResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_log_dir__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_log_dir__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_log_dir__1, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
+                    n_log_dir__1 -= 1
+                if 0 <= n_log_dir__1 <= end - pos:
+                    try:
+                        f_log_dir__1 = buf[pos:pos + n_log_dir__1].decode() if n_log_dir__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('log_dir', pos, exc) from None
+                    pos += n_log_dir__1
+                else:
+                    raise _w.bad_sized('log_dir', pos, n_log_dir__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 22:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 22, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2 reads it.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 21:
+                                            raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                                        f_partition_index__3, f_partition_size__3, f_offset_lag__3, f_is_future_key__3 = _S_iqqb.unpack_from(buf, pos)
+                                        pos += 21
+                                        if f_is_future_key__3 != 0 and f_is_future_key__3 != 1:
+                                            raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__3)
+                                        b_is_future_key__3 = f_is_future_key__3 == 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.partition_size = f_partition_size__3
+                                        obj__3.offset_lag = f_offset_lag__3
+                                        obj__3.is_future_key = b_is_future_key__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.log_dir = f_log_dir__1
+                obj__1.topics = f_topics__1
+                obj__1.total_bytes = -1
+                obj__1.usable_bytes = -1
+                obj__1.is_cordoned = False
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -655,7 +1068,7 @@ def _dec_DescribeLogDirsResponse_v4(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 21:
         raise _w.bad_count('results', pos - 1, n_results, end, 21, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -664,6 +1077,133 @@ def _dec_DescribeLogDirsResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_log_dir__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_log_dir__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_log_dir__1, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
+                    n_log_dir__1 -= 1
+                if 0 <= n_log_dir__1 <= end - pos:
+                    try:
+                        f_log_dir__1 = buf[pos:pos + n_log_dir__1].decode() if n_log_dir__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('log_dir', pos, exc) from None
+                    pos += n_log_dir__1
+                else:
+                    raise _w.bad_sized('log_dir', pos, n_log_dir__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 22:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 22, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2 reads it.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 21:
+                                            raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                                        f_partition_index__3, f_partition_size__3, f_offset_lag__3, f_is_future_key__3 = _S_iqqb.unpack_from(buf, pos)
+                                        pos += 21
+                                        if f_is_future_key__3 != 0 and f_is_future_key__3 != 1:
+                                            raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__3)
+                                        b_is_future_key__3 = f_is_future_key__3 == 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.partition_size = f_partition_size__3
+                                        obj__3.offset_lag = f_offset_lag__3
+                                        obj__3.is_future_key = b_is_future_key__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_total_bytes__usable_bytes, pos, end)
+                f_total_bytes__1, f_usable_bytes__1 = _S_qq.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.log_dir = f_log_dir__1
+                obj__1.topics = f_topics__1
+                obj__1.total_bytes = f_total_bytes__1
+                obj__1.usable_bytes = f_usable_bytes__1
+                obj__1.is_cordoned = False
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -739,7 +1279,7 @@ def _dec_DescribeLogDirsResponse_v5(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 22:
         raise _w.bad_count('results', pos - 1, n_results, end, 22, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -748,6 +1288,136 @@ def _dec_DescribeLogDirsResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_log_dir__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_log_dir__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_log_dir__1, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
+                    n_log_dir__1 -= 1
+                if 0 <= n_log_dir__1 <= end - pos:
+                    try:
+                        f_log_dir__1 = buf[pos:pos + n_log_dir__1].decode() if n_log_dir__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('log_dir', pos, exc) from None
+                    pos += n_log_dir__1
+                else:
+                    raise _w.bad_sized('log_dir', pos, n_log_dir__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 22:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 22, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2 reads it.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 21:
+                                            raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                                        f_partition_index__3, f_partition_size__3, f_offset_lag__3, f_is_future_key__3 = _S_iqqb.unpack_from(buf, pos)
+                                        pos += 21
+                                        if f_is_future_key__3 != 0 and f_is_future_key__3 != 1:
+                                            raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__3)
+                                        b_is_future_key__3 = f_is_future_key__3 == 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.partition_size = f_partition_size__3
+                                        obj__3.offset_lag = f_offset_lag__3
+                                        obj__3.is_future_key = b_is_future_key__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if end - pos < 17:
+                    raise _w.short_run(_RUN_total_bytes__is_cordoned, pos, end)
+                f_total_bytes__1, f_usable_bytes__1, f_is_cordoned__1 = _S_qqb.unpack_from(buf, pos)
+                pos += 17
+                if f_is_cordoned__1 != 0 and f_is_cordoned__1 != 1:
+                    raise _w.bad_bool('is_cordoned', pos - 1, f_is_cordoned__1)
+                b_is_cordoned__1 = f_is_cordoned__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.log_dir = f_log_dir__1
+                obj__1.topics = f_topics__1
+                obj__1.total_bytes = f_total_bytes__1
+                obj__1.usable_bytes = f_usable_bytes__1
+                obj__1.is_cordoned = b_is_cordoned__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -812,7 +1482,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
             try:
-                f_log_dir = buf[pos:pos + n_log_dir].decode()
+                f_log_dir = buf[pos:pos + n_log_dir].decode() if n_log_dir else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
@@ -828,7 +1498,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -837,6 +1507,56 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 21:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 21, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 21:
+                                raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                            f_partition_index__2, f_partition_size__2, f_offset_lag__2, f_is_future_key__2 = _S_iqqb.unpack_from(buf, pos)
+                            pos += 21
+                            if f_is_future_key__2 != 0 and f_is_future_key__2 != 1:
+                                raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__2)
+                            b_is_future_key__2 = f_is_future_key__2 == 1
+                            obj__2 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.partition_size = f_partition_size__2
+                            obj__2.offset_lag = f_offset_lag__2
+                            obj__2.is_future_key = b_is_future_key__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
     else:
@@ -921,7 +1641,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
             try:
-                f_log_dir = buf[pos:pos + n_log_dir].decode()
+                f_log_dir = buf[pos:pos + n_log_dir].decode() if n_log_dir else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
@@ -945,7 +1665,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -954,6 +1674,76 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 22, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 21:
+                                raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                            f_partition_index__2, f_partition_size__2, f_offset_lag__2, f_is_future_key__2 = _S_iqqb.unpack_from(buf, pos)
+                            pos += 21
+                            if f_is_future_key__2 != 0 and f_is_future_key__2 != 1:
+                                raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__2)
+                            b_is_future_key__2 = f_is_future_key__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.partition_size = f_partition_size__2
+                            obj__2.offset_lag = f_offset_lag__2
+                            obj__2.is_future_key = b_is_future_key__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1053,7 +1843,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
             try:
-                f_log_dir = buf[pos:pos + n_log_dir].decode()
+                f_log_dir = buf[pos:pos + n_log_dir].decode() if n_log_dir else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
@@ -1077,7 +1867,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1086,6 +1876,76 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 22, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 21:
+                                raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                            f_partition_index__2, f_partition_size__2, f_offset_lag__2, f_is_future_key__2 = _S_iqqb.unpack_from(buf, pos)
+                            pos += 21
+                            if f_is_future_key__2 != 0 and f_is_future_key__2 != 1:
+                                raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__2)
+                            b_is_future_key__2 = f_is_future_key__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.partition_size = f_partition_size__2
+                            obj__2.offset_lag = f_offset_lag__2
+                            obj__2.is_future_key = b_is_future_key__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 16:
         raise _w.short_run(_RUN_total_bytes__usable_bytes, pos, end)
     if cython.compiled:
@@ -1199,7 +2059,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
             try:
-                f_log_dir = buf[pos:pos + n_log_dir].decode()
+                f_log_dir = buf[pos:pos + n_log_dir].decode() if n_log_dir else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
@@ -1223,7 +2083,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1232,6 +2092,76 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 22, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 21:
+                                raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                            f_partition_index__2, f_partition_size__2, f_offset_lag__2, f_is_future_key__2 = _S_iqqb.unpack_from(buf, pos)
+                            pos += 21
+                            if f_is_future_key__2 != 0 and f_is_future_key__2 != 1:
+                                raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__2)
+                            b_is_future_key__2 = f_is_future_key__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.partition_size = f_partition_size__2
+                            obj__2.offset_lag = f_offset_lag__2
+                            obj__2.is_future_key = b_is_future_key__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 17:
         raise _w.short_run(_RUN_total_bytes__is_cordoned, pos, end)
     if cython.compiled:
@@ -1335,7 +2265,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1351,7 +2281,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 21:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 21, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1360,6 +2290,26 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 21:
+                    raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                f_partition_index__1, f_partition_size__1, f_offset_lag__1, f_is_future_key__1 = _S_iqqb.unpack_from(buf, pos)
+                pos += 21
+                if f_is_future_key__1 != 0 and f_is_future_key__1 != 1:
+                    raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__1)
+                b_is_future_key__1 = f_is_future_key__1 == 1
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.partition_size = f_partition_size__1
+                obj__1.offset_lag = f_offset_lag__1
+                obj__1.is_future_key = b_is_future_key__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = DescribeLogDirsResponse_DescribeLogDirsTopic.__new__(DescribeLogDirsResponse_DescribeLogDirsTopic)
     else:
@@ -1432,7 +2382,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1456,7 +2406,7 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 22, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1465,6 +2415,31 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 21:
+                    raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                f_partition_index__1, f_partition_size__1, f_offset_lag__1, f_is_future_key__1 = _S_iqqb.unpack_from(buf, pos)
+                pos += 21
+                if f_is_future_key__1 != 0 and f_is_future_key__1 != 1:
+                    raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__1)
+                b_is_future_key__1 = f_is_future_key__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.partition_size = f_partition_size__1
+                obj__1.offset_lag = f_offset_lag__1
+                obj__1.is_future_key = b_is_future_key__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

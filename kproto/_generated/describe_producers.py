@@ -78,7 +78,7 @@ def _dec_DescribeProducersRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -87,6 +87,55 @@ def _dec_DescribeProducersRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeProducersRequest_TopicRequest_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_indexes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                    n_partition_indexes__1 -= 1
+                if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                    f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                else:
+                    f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                pos += n_partition_indexes__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeProducersRequest_TopicRequest)
+                obj__1.name = f_name__1
+                obj__1.partition_indexes = f_partition_indexes__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -150,7 +199,7 @@ def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -270,7 +319,7 @@ def _dec_DescribeProducersResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -279,6 +328,128 @@ def _dec_DescribeProducersResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeProducersResponse_TopicResponse_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 9:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 9, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeProducersResponse_PartitionResponse_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] < 128:
+                                n_active_producers__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_active_producers__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_active_producers__2, pos = _w.read_uvarint(buf, pos, end, 'active_producers')
+                                n_active_producers__2 -= 1
+                            if n_active_producers__2 < 0 or n_active_producers__2 > (end - pos) // 37:
+                                raise _w.bad_count('active_producers', pos - 1, n_active_producers__2, end, 37, 1)
+                            f_active_producers__2 = []
+                            if n_active_producers__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeProducersResponse_ProducerState_v0 reads it.
+                                try:
+                                    for i__2 in range(n_active_producers__2):
+                                        if end - pos < 36:
+                                            raise _w.short_run(_RUN_producer_id__current_txn_start_offset, pos, end)
+                                        f_producer_id__3, f_producer_epoch__3, f_last_sequence__3, f_last_timestamp__3, f_coordinator_epoch__3, f_current_txn_start_offset__3 = _S_qiiqiq.unpack_from(buf, pos)
+                                        pos += 36
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeProducersResponse_ProducerState)
+                                        obj__3.producer_id = f_producer_id__3
+                                        obj__3.producer_epoch = f_producer_epoch__3
+                                        obj__3.last_sequence = f_last_sequence__3
+                                        obj__3.last_timestamp = f_last_timestamp__3
+                                        obj__3.coordinator_epoch = f_coordinator_epoch__3
+                                        obj__3.current_txn_start_offset = f_current_txn_start_offset__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_active_producers__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("active_producers[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeProducersResponse_PartitionResponse)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.active_producers = f_active_producers__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeProducersResponse_TopicResponse)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -348,7 +519,7 @@ def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -372,7 +543,7 @@ def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 9:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 9, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -381,6 +552,83 @@ def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DescribeProducersResponse_PartitionResponse_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_active_producers__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_active_producers__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_active_producers__1, pos = _w.read_uvarint(buf, pos, end, 'active_producers')
+                    n_active_producers__1 -= 1
+                if n_active_producers__1 < 0 or n_active_producers__1 > (end - pos) // 37:
+                    raise _w.bad_count('active_producers', pos - 1, n_active_producers__1, end, 37, 1)
+                f_active_producers__1 = []
+                if n_active_producers__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeProducersResponse_ProducerState_v0 reads it.
+                    try:
+                        for i__1 in range(n_active_producers__1):
+                            if end - pos < 36:
+                                raise _w.short_run(_RUN_producer_id__current_txn_start_offset, pos, end)
+                            f_producer_id__2, f_producer_epoch__2, f_last_sequence__2, f_last_timestamp__2, f_coordinator_epoch__2, f_current_txn_start_offset__2 = _S_qiiqiq.unpack_from(buf, pos)
+                            pos += 36
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeProducersResponse_ProducerState)
+                            obj__2.producer_id = f_producer_id__2
+                            obj__2.producer_epoch = f_producer_epoch__2
+                            obj__2.last_sequence = f_last_sequence__2
+                            obj__2.last_timestamp = f_last_timestamp__2
+                            obj__2.coordinator_epoch = f_coordinator_epoch__2
+                            obj__2.current_txn_start_offset = f_current_txn_start_offset__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_active_producers__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("active_producers[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeProducersResponse_PartitionResponse)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.active_producers = f_active_producers__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -472,7 +720,7 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -498,7 +746,7 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
     if n_active_producers < 0 or n_active_producers > (end - pos) // 37:
         raise _w.bad_count('active_producers', pos - 1, n_active_producers, end, 37, 1)
     f_active_producers = []
-    if cython.compiled or n_active_producers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -507,6 +755,30 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("active_producers[%d]" % i)
         pos = cur.pos
+    elif n_active_producers:
+        # Each element read inline (pure Python only), as _dec_DescribeProducersResponse_ProducerState_v0 reads it.
+        try:
+            for i in range(n_active_producers):
+                if end - pos < 36:
+                    raise _w.short_run(_RUN_producer_id__current_txn_start_offset, pos, end)
+                f_producer_id__1, f_producer_epoch__1, f_last_sequence__1, f_last_timestamp__1, f_coordinator_epoch__1, f_current_txn_start_offset__1 = _S_qiiqiq.unpack_from(buf, pos)
+                pos += 36
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeProducersResponse_ProducerState)
+                obj__1.producer_id = f_producer_id__1
+                obj__1.producer_epoch = f_producer_epoch__1
+                obj__1.last_sequence = f_last_sequence__1
+                obj__1.last_timestamp = f_last_timestamp__1
+                obj__1.coordinator_epoch = f_coordinator_epoch__1
+                obj__1.current_txn_start_offset = f_current_txn_start_offset__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_active_producers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("active_producers[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

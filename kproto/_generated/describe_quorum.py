@@ -91,7 +91,7 @@ def _dec_DescribeQuorumRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -100,6 +100,70 @@ def _dec_DescribeQuorumRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumRequest_TopicData_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 5:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 5, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeQuorumRequest_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumRequest_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -163,7 +227,7 @@ def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -187,7 +251,7 @@ def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 5:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 5, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -196,6 +260,25 @@ def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumRequest_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_index, pos, end)
+                f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumRequest_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -322,7 +405,7 @@ def _dec_DescribeQuorumResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -331,6 +414,147 @@ def _dec_DescribeQuorumResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_TopicData_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 25:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 25, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 22:
+                                raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
+                            f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2, f_high_watermark__2 = _S_ihiiq.unpack_from(buf, pos)
+                            pos += 22
+                            if pos < end and buf[pos] < 128:
+                                n_current_voters__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_current_voters__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_current_voters__2, pos = _w.read_uvarint(buf, pos, end, 'current_voters')
+                                n_current_voters__2 -= 1
+                            if n_current_voters__2 < 0 or n_current_voters__2 > (end - pos) // 13:
+                                raise _w.bad_count('current_voters', pos - 1, n_current_voters__2, end, 13, 1)
+                            f_current_voters__2 = []
+                            if n_current_voters__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v0 reads it.
+                                try:
+                                    for i__2 in range(n_current_voters__2):
+                                        if end - pos < 12:
+                                            raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
+                                        f_replica_id__3, f_log_end_offset__3 = _S_iq.unpack_from(buf, pos)
+                                        pos += 12
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeQuorumResponse_ReplicaState)
+                                        obj__3.replica_id = f_replica_id__3
+                                        obj__3.replica_directory_id = _w.ZERO_UUID
+                                        obj__3.log_end_offset = f_log_end_offset__3
+                                        obj__3.last_fetch_timestamp = -1
+                                        obj__3.last_caught_up_timestamp = -1
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_current_voters__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("current_voters[%d]" % i__2)
+                            if pos < end and buf[pos] < 128:
+                                n_observers__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_observers__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_observers__2, pos = _w.read_uvarint(buf, pos, end, 'observers')
+                                n_observers__2 -= 1
+                            if n_observers__2 < 0 or n_observers__2 > (end - pos) // 13:
+                                raise _w.bad_count('observers', pos - 1, n_observers__2, end, 13, 1)
+                            f_observers__2 = []
+                            if n_observers__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v0 reads it.
+                                try:
+                                    for i__2 in range(n_observers__2):
+                                        if end - pos < 12:
+                                            raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
+                                        f_replica_id__3, f_log_end_offset__3 = _S_iq.unpack_from(buf, pos)
+                                        pos += 12
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeQuorumResponse_ReplicaState)
+                                        obj__3.replica_id = f_replica_id__3
+                                        obj__3.replica_directory_id = _w.ZERO_UUID
+                                        obj__3.log_end_offset = f_log_end_offset__3
+                                        obj__3.last_fetch_timestamp = -1
+                                        obj__3.last_caught_up_timestamp = -1
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_observers__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("observers[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = ''
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.current_voters = f_current_voters__2
+                            obj__2.observers = f_observers__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -407,7 +631,7 @@ def _dec_DescribeQuorumResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -416,6 +640,147 @@ def _dec_DescribeQuorumResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_TopicData_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 25:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 25, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_PartitionData_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 22:
+                                raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
+                            f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2, f_high_watermark__2 = _S_ihiiq.unpack_from(buf, pos)
+                            pos += 22
+                            if pos < end and buf[pos] < 128:
+                                n_current_voters__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_current_voters__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_current_voters__2, pos = _w.read_uvarint(buf, pos, end, 'current_voters')
+                                n_current_voters__2 -= 1
+                            if n_current_voters__2 < 0 or n_current_voters__2 > (end - pos) // 29:
+                                raise _w.bad_count('current_voters', pos - 1, n_current_voters__2, end, 29, 1)
+                            f_current_voters__2 = []
+                            if n_current_voters__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v1 reads it.
+                                try:
+                                    for i__2 in range(n_current_voters__2):
+                                        if end - pos < 28:
+                                            raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
+                                        f_replica_id__3, f_log_end_offset__3, f_last_fetch_timestamp__3, f_last_caught_up_timestamp__3 = _S_iqqq.unpack_from(buf, pos)
+                                        pos += 28
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeQuorumResponse_ReplicaState)
+                                        obj__3.replica_id = f_replica_id__3
+                                        obj__3.replica_directory_id = _w.ZERO_UUID
+                                        obj__3.log_end_offset = f_log_end_offset__3
+                                        obj__3.last_fetch_timestamp = f_last_fetch_timestamp__3
+                                        obj__3.last_caught_up_timestamp = f_last_caught_up_timestamp__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_current_voters__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("current_voters[%d]" % i__2)
+                            if pos < end and buf[pos] < 128:
+                                n_observers__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_observers__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_observers__2, pos = _w.read_uvarint(buf, pos, end, 'observers')
+                                n_observers__2 -= 1
+                            if n_observers__2 < 0 or n_observers__2 > (end - pos) // 29:
+                                raise _w.bad_count('observers', pos - 1, n_observers__2, end, 29, 1)
+                            f_observers__2 = []
+                            if n_observers__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v1 reads it.
+                                try:
+                                    for i__2 in range(n_observers__2):
+                                        if end - pos < 28:
+                                            raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
+                                        f_replica_id__3, f_log_end_offset__3, f_last_fetch_timestamp__3, f_last_caught_up_timestamp__3 = _S_iqqq.unpack_from(buf, pos)
+                                        pos += 28
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeQuorumResponse_ReplicaState)
+                                        obj__3.replica_id = f_replica_id__3
+                                        obj__3.replica_directory_id = _w.ZERO_UUID
+                                        obj__3.log_end_offset = f_log_end_offset__3
+                                        obj__3.last_fetch_timestamp = f_last_fetch_timestamp__3
+                                        obj__3.last_caught_up_timestamp = f_last_caught_up_timestamp__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_observers__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("observers[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = ''
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.current_voters = f_current_voters__2
+                            obj__2.observers = f_observers__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -496,7 +861,7 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -522,7 +887,7 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -531,6 +896,186 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_TopicData_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 26:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 26, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_PartitionData_v2 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_leader_id__high_watermark, pos, end)
+                            f_leader_id__2, f_leader_epoch__2, f_high_watermark__2 = _S_iiq.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_current_voters__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_current_voters__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_current_voters__2, pos = _w.read_uvarint(buf, pos, end, 'current_voters')
+                                n_current_voters__2 -= 1
+                            if n_current_voters__2 < 0 or n_current_voters__2 > (end - pos) // 45:
+                                raise _w.bad_count('current_voters', pos - 1, n_current_voters__2, end, 45, 1)
+                            f_current_voters__2 = []
+                            if n_current_voters__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v2 reads it.
+                                try:
+                                    for i__2 in range(n_current_voters__2):
+                                        if end - pos < 4:
+                                            raise _w.short_run(_RUN_replica_id, pos, end)
+                                        f_replica_id__3 = _S_i.unpack_from(buf, pos)[0]
+                                        pos += 4
+                                        if end - pos < 16:
+                                            raise _w.short_read('replica_directory_id', pos, 16, end)
+                                        f_replica_directory_id__3 = _w.uuid_at(buf, pos)
+                                        pos += 16
+                                        if end - pos < 24:
+                                            raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
+                                        f_log_end_offset__3, f_last_fetch_timestamp__3, f_last_caught_up_timestamp__3 = _S_qqq.unpack_from(buf, pos)
+                                        pos += 24
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeQuorumResponse_ReplicaState)
+                                        obj__3.replica_id = f_replica_id__3
+                                        obj__3.replica_directory_id = f_replica_directory_id__3
+                                        obj__3.log_end_offset = f_log_end_offset__3
+                                        obj__3.last_fetch_timestamp = f_last_fetch_timestamp__3
+                                        obj__3.last_caught_up_timestamp = f_last_caught_up_timestamp__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_current_voters__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("current_voters[%d]" % i__2)
+                            if pos < end and buf[pos] < 128:
+                                n_observers__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_observers__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_observers__2, pos = _w.read_uvarint(buf, pos, end, 'observers')
+                                n_observers__2 -= 1
+                            if n_observers__2 < 0 or n_observers__2 > (end - pos) // 45:
+                                raise _w.bad_count('observers', pos - 1, n_observers__2, end, 45, 1)
+                            f_observers__2 = []
+                            if n_observers__2:
+                                # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v2 reads it.
+                                try:
+                                    for i__2 in range(n_observers__2):
+                                        if end - pos < 4:
+                                            raise _w.short_run(_RUN_replica_id, pos, end)
+                                        f_replica_id__3 = _S_i.unpack_from(buf, pos)[0]
+                                        pos += 4
+                                        if end - pos < 16:
+                                            raise _w.short_read('replica_directory_id', pos, 16, end)
+                                        f_replica_directory_id__3 = _w.uuid_at(buf, pos)
+                                        pos += 16
+                                        if end - pos < 24:
+                                            raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
+                                        f_log_end_offset__3, f_last_fetch_timestamp__3, f_last_caught_up_timestamp__3 = _S_qqq.unpack_from(buf, pos)
+                                        pos += 24
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeQuorumResponse_ReplicaState)
+                                        obj__3.replica_id = f_replica_id__3
+                                        obj__3.replica_directory_id = f_replica_directory_id__3
+                                        obj__3.log_end_offset = f_log_end_offset__3
+                                        obj__3.last_fetch_timestamp = f_last_fetch_timestamp__3
+                                        obj__3.last_caught_up_timestamp = f_last_caught_up_timestamp__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_observers__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("observers[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.current_voters = f_current_voters__2
+                            obj__2.observers = f_observers__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_nodes = buf[pos] - 1
         pos += 1
@@ -549,7 +1094,7 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
     if n_nodes < 0 or n_nodes > (end - pos) // 6:
         raise _w.bad_count('nodes', pos - 1, n_nodes, end, 6, 1)
     f_nodes = []
-    if cython.compiled or n_nodes:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -558,6 +1103,93 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("nodes[%d]" % i)
         pos = cur.pos
+    elif n_nodes:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_Node_v2 reads it.
+        try:
+            for i in range(n_nodes):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_listeners__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_listeners__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_listeners__1, pos = _w.read_uvarint(buf, pos, end, 'listeners')
+                    n_listeners__1 -= 1
+                if n_listeners__1 < 0 or n_listeners__1 > (end - pos) // 5:
+                    raise _w.bad_count('listeners', pos - 1, n_listeners__1, end, 5, 1)
+                f_listeners__1 = []
+                if n_listeners__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_Listener_v2 reads it.
+                    try:
+                        for i__1 in range(n_listeners__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                n_host__2 -= 1
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_port, pos, end)
+                            f_port__2 = _S_H.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumResponse_Listener)
+                            obj__2.name = f_name__2
+                            obj__2.host = f_host__2
+                            obj__2.port = f_port__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_listeners__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("listeners[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_Node)
+                obj__1.node_id = f_node_id__1
+                obj__1.listeners = f_listeners__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_nodes.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("nodes[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -661,7 +1293,7 @@ def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -685,7 +1317,7 @@ def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 25:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 25, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -694,6 +1326,102 @@ def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 22:
+                    raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
+                f_partition_index__1, f_error_code__1, f_leader_id__1, f_leader_epoch__1, f_high_watermark__1 = _S_ihiiq.unpack_from(buf, pos)
+                pos += 22
+                if pos < end and buf[pos] < 128:
+                    n_current_voters__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_current_voters__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_current_voters__1, pos = _w.read_uvarint(buf, pos, end, 'current_voters')
+                    n_current_voters__1 -= 1
+                if n_current_voters__1 < 0 or n_current_voters__1 > (end - pos) // 13:
+                    raise _w.bad_count('current_voters', pos - 1, n_current_voters__1, end, 13, 1)
+                f_current_voters__1 = []
+                if n_current_voters__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v0 reads it.
+                    try:
+                        for i__1 in range(n_current_voters__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
+                            f_replica_id__2, f_log_end_offset__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumResponse_ReplicaState)
+                            obj__2.replica_id = f_replica_id__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.log_end_offset = f_log_end_offset__2
+                            obj__2.last_fetch_timestamp = -1
+                            obj__2.last_caught_up_timestamp = -1
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_current_voters__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("current_voters[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_observers__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_observers__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_observers__1, pos = _w.read_uvarint(buf, pos, end, 'observers')
+                    n_observers__1 -= 1
+                if n_observers__1 < 0 or n_observers__1 > (end - pos) // 13:
+                    raise _w.bad_count('observers', pos - 1, n_observers__1, end, 13, 1)
+                f_observers__1 = []
+                if n_observers__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v0 reads it.
+                    try:
+                        for i__1 in range(n_observers__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
+                            f_replica_id__2, f_log_end_offset__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumResponse_ReplicaState)
+                            obj__2.replica_id = f_replica_id__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.log_end_offset = f_log_end_offset__2
+                            obj__2.last_fetch_timestamp = -1
+                            obj__2.last_caught_up_timestamp = -1
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_observers__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("observers[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = ''
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.high_watermark = f_high_watermark__1
+                obj__1.current_voters = f_current_voters__1
+                obj__1.observers = f_observers__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -777,7 +1505,7 @@ def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -801,7 +1529,7 @@ def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 25:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 25, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -810,6 +1538,102 @@ def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_PartitionData_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 22:
+                    raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
+                f_partition_index__1, f_error_code__1, f_leader_id__1, f_leader_epoch__1, f_high_watermark__1 = _S_ihiiq.unpack_from(buf, pos)
+                pos += 22
+                if pos < end and buf[pos] < 128:
+                    n_current_voters__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_current_voters__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_current_voters__1, pos = _w.read_uvarint(buf, pos, end, 'current_voters')
+                    n_current_voters__1 -= 1
+                if n_current_voters__1 < 0 or n_current_voters__1 > (end - pos) // 29:
+                    raise _w.bad_count('current_voters', pos - 1, n_current_voters__1, end, 29, 1)
+                f_current_voters__1 = []
+                if n_current_voters__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v1 reads it.
+                    try:
+                        for i__1 in range(n_current_voters__1):
+                            if end - pos < 28:
+                                raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
+                            f_replica_id__2, f_log_end_offset__2, f_last_fetch_timestamp__2, f_last_caught_up_timestamp__2 = _S_iqqq.unpack_from(buf, pos)
+                            pos += 28
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumResponse_ReplicaState)
+                            obj__2.replica_id = f_replica_id__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.log_end_offset = f_log_end_offset__2
+                            obj__2.last_fetch_timestamp = f_last_fetch_timestamp__2
+                            obj__2.last_caught_up_timestamp = f_last_caught_up_timestamp__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_current_voters__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("current_voters[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_observers__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_observers__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_observers__1, pos = _w.read_uvarint(buf, pos, end, 'observers')
+                    n_observers__1 -= 1
+                if n_observers__1 < 0 or n_observers__1 > (end - pos) // 29:
+                    raise _w.bad_count('observers', pos - 1, n_observers__1, end, 29, 1)
+                f_observers__1 = []
+                if n_observers__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v1 reads it.
+                    try:
+                        for i__1 in range(n_observers__1):
+                            if end - pos < 28:
+                                raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
+                            f_replica_id__2, f_log_end_offset__2, f_last_fetch_timestamp__2, f_last_caught_up_timestamp__2 = _S_iqqq.unpack_from(buf, pos)
+                            pos += 28
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumResponse_ReplicaState)
+                            obj__2.replica_id = f_replica_id__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.log_end_offset = f_log_end_offset__2
+                            obj__2.last_fetch_timestamp = f_last_fetch_timestamp__2
+                            obj__2.last_caught_up_timestamp = f_last_caught_up_timestamp__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_observers__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("observers[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = ''
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.high_watermark = f_high_watermark__1
+                obj__1.current_voters = f_current_voters__1
+                obj__1.observers = f_observers__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -893,7 +1717,7 @@ def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -917,7 +1741,7 @@ def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 26, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -926,6 +1750,141 @@ def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_PartitionData_v2 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_leader_id__high_watermark, pos, end)
+                f_leader_id__1, f_leader_epoch__1, f_high_watermark__1 = _S_iiq.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_current_voters__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_current_voters__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_current_voters__1, pos = _w.read_uvarint(buf, pos, end, 'current_voters')
+                    n_current_voters__1 -= 1
+                if n_current_voters__1 < 0 or n_current_voters__1 > (end - pos) // 45:
+                    raise _w.bad_count('current_voters', pos - 1, n_current_voters__1, end, 45, 1)
+                f_current_voters__1 = []
+                if n_current_voters__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v2 reads it.
+                    try:
+                        for i__1 in range(n_current_voters__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_replica_id, pos, end)
+                            f_replica_id__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if end - pos < 16:
+                                raise _w.short_read('replica_directory_id', pos, 16, end)
+                            f_replica_directory_id__2 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if end - pos < 24:
+                                raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
+                            f_log_end_offset__2, f_last_fetch_timestamp__2, f_last_caught_up_timestamp__2 = _S_qqq.unpack_from(buf, pos)
+                            pos += 24
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumResponse_ReplicaState)
+                            obj__2.replica_id = f_replica_id__2
+                            obj__2.replica_directory_id = f_replica_directory_id__2
+                            obj__2.log_end_offset = f_log_end_offset__2
+                            obj__2.last_fetch_timestamp = f_last_fetch_timestamp__2
+                            obj__2.last_caught_up_timestamp = f_last_caught_up_timestamp__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_current_voters__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("current_voters[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_observers__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_observers__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_observers__1, pos = _w.read_uvarint(buf, pos, end, 'observers')
+                    n_observers__1 -= 1
+                if n_observers__1 < 0 or n_observers__1 > (end - pos) // 45:
+                    raise _w.bad_count('observers', pos - 1, n_observers__1, end, 45, 1)
+                f_observers__1 = []
+                if n_observers__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v2 reads it.
+                    try:
+                        for i__1 in range(n_observers__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_replica_id, pos, end)
+                            f_replica_id__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if end - pos < 16:
+                                raise _w.short_read('replica_directory_id', pos, 16, end)
+                            f_replica_directory_id__2 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if end - pos < 24:
+                                raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
+                            f_log_end_offset__2, f_last_fetch_timestamp__2, f_last_caught_up_timestamp__2 = _S_qqq.unpack_from(buf, pos)
+                            pos += 24
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumResponse_ReplicaState)
+                            obj__2.replica_id = f_replica_id__2
+                            obj__2.replica_directory_id = f_replica_directory_id__2
+                            obj__2.log_end_offset = f_log_end_offset__2
+                            obj__2.last_fetch_timestamp = f_last_fetch_timestamp__2
+                            obj__2.last_caught_up_timestamp = f_last_caught_up_timestamp__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_observers__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("observers[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.high_watermark = f_high_watermark__1
+                obj__1.current_voters = f_current_voters__1
+                obj__1.observers = f_observers__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1016,7 +1975,7 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
     if n_current_voters < 0 or n_current_voters > (end - pos) // 13:
         raise _w.bad_count('current_voters', pos - 1, n_current_voters, end, 13, 1)
     f_current_voters = []
-    if cython.compiled or n_current_voters:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1025,6 +1984,29 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("current_voters[%d]" % i)
         pos = cur.pos
+    elif n_current_voters:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v0 reads it.
+        try:
+            for i in range(n_current_voters):
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
+                f_replica_id__1, f_log_end_offset__1 = _S_iq.unpack_from(buf, pos)
+                pos += 12
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_ReplicaState)
+                obj__1.replica_id = f_replica_id__1
+                obj__1.replica_directory_id = _w.ZERO_UUID
+                obj__1.log_end_offset = f_log_end_offset__1
+                obj__1.last_fetch_timestamp = -1
+                obj__1.last_caught_up_timestamp = -1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_current_voters.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("current_voters[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_observers = buf[pos] - 1
         pos += 1
@@ -1043,7 +2025,7 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
     if n_observers < 0 or n_observers > (end - pos) // 13:
         raise _w.bad_count('observers', pos - 1, n_observers, end, 13, 1)
     f_observers = []
-    if cython.compiled or n_observers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1052,6 +2034,29 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("observers[%d]" % i)
         pos = cur.pos
+    elif n_observers:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v0 reads it.
+        try:
+            for i in range(n_observers):
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
+                f_replica_id__1, f_log_end_offset__1 = _S_iq.unpack_from(buf, pos)
+                pos += 12
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_ReplicaState)
+                obj__1.replica_id = f_replica_id__1
+                obj__1.replica_directory_id = _w.ZERO_UUID
+                obj__1.log_end_offset = f_log_end_offset__1
+                obj__1.last_fetch_timestamp = -1
+                obj__1.last_caught_up_timestamp = -1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_observers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("observers[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1151,7 +2156,7 @@ def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
     if n_current_voters < 0 or n_current_voters > (end - pos) // 29:
         raise _w.bad_count('current_voters', pos - 1, n_current_voters, end, 29, 1)
     f_current_voters = []
-    if cython.compiled or n_current_voters:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1160,6 +2165,29 @@ def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("current_voters[%d]" % i)
         pos = cur.pos
+    elif n_current_voters:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v1 reads it.
+        try:
+            for i in range(n_current_voters):
+                if end - pos < 28:
+                    raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
+                f_replica_id__1, f_log_end_offset__1, f_last_fetch_timestamp__1, f_last_caught_up_timestamp__1 = _S_iqqq.unpack_from(buf, pos)
+                pos += 28
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_ReplicaState)
+                obj__1.replica_id = f_replica_id__1
+                obj__1.replica_directory_id = _w.ZERO_UUID
+                obj__1.log_end_offset = f_log_end_offset__1
+                obj__1.last_fetch_timestamp = f_last_fetch_timestamp__1
+                obj__1.last_caught_up_timestamp = f_last_caught_up_timestamp__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_current_voters.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("current_voters[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_observers = buf[pos] - 1
         pos += 1
@@ -1178,7 +2206,7 @@ def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
     if n_observers < 0 or n_observers > (end - pos) // 29:
         raise _w.bad_count('observers', pos - 1, n_observers, end, 29, 1)
     f_observers = []
-    if cython.compiled or n_observers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1187,6 +2215,29 @@ def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("observers[%d]" % i)
         pos = cur.pos
+    elif n_observers:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v1 reads it.
+        try:
+            for i in range(n_observers):
+                if end - pos < 28:
+                    raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
+                f_replica_id__1, f_log_end_offset__1, f_last_fetch_timestamp__1, f_last_caught_up_timestamp__1 = _S_iqqq.unpack_from(buf, pos)
+                pos += 28
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_ReplicaState)
+                obj__1.replica_id = f_replica_id__1
+                obj__1.replica_directory_id = _w.ZERO_UUID
+                obj__1.log_end_offset = f_log_end_offset__1
+                obj__1.last_fetch_timestamp = f_last_fetch_timestamp__1
+                obj__1.last_caught_up_timestamp = f_last_caught_up_timestamp__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_observers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("observers[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1287,7 +2338,7 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1322,7 +2373,7 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
     if n_current_voters < 0 or n_current_voters > (end - pos) // 45:
         raise _w.bad_count('current_voters', pos - 1, n_current_voters, end, 45, 1)
     f_current_voters = []
-    if cython.compiled or n_current_voters:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1331,6 +2382,37 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("current_voters[%d]" % i)
         pos = cur.pos
+    elif n_current_voters:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v2 reads it.
+        try:
+            for i in range(n_current_voters):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_replica_id, pos, end)
+                f_replica_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if end - pos < 16:
+                    raise _w.short_read('replica_directory_id', pos, 16, end)
+                f_replica_directory_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if end - pos < 24:
+                    raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
+                f_log_end_offset__1, f_last_fetch_timestamp__1, f_last_caught_up_timestamp__1 = _S_qqq.unpack_from(buf, pos)
+                pos += 24
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_ReplicaState)
+                obj__1.replica_id = f_replica_id__1
+                obj__1.replica_directory_id = f_replica_directory_id__1
+                obj__1.log_end_offset = f_log_end_offset__1
+                obj__1.last_fetch_timestamp = f_last_fetch_timestamp__1
+                obj__1.last_caught_up_timestamp = f_last_caught_up_timestamp__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_current_voters.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("current_voters[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_observers = buf[pos] - 1
         pos += 1
@@ -1349,7 +2431,7 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
     if n_observers < 0 or n_observers > (end - pos) // 45:
         raise _w.bad_count('observers', pos - 1, n_observers, end, 45, 1)
     f_observers = []
-    if cython.compiled or n_observers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1358,6 +2440,37 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("observers[%d]" % i)
         pos = cur.pos
+    elif n_observers:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_ReplicaState_v2 reads it.
+        try:
+            for i in range(n_observers):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_replica_id, pos, end)
+                f_replica_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if end - pos < 16:
+                    raise _w.short_read('replica_directory_id', pos, 16, end)
+                f_replica_directory_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if end - pos < 24:
+                    raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
+                f_log_end_offset__1, f_last_fetch_timestamp__1, f_last_caught_up_timestamp__1 = _S_qqq.unpack_from(buf, pos)
+                pos += 24
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_ReplicaState)
+                obj__1.replica_id = f_replica_id__1
+                obj__1.replica_directory_id = f_replica_directory_id__1
+                obj__1.log_end_offset = f_log_end_offset__1
+                obj__1.last_fetch_timestamp = f_last_fetch_timestamp__1
+                obj__1.last_caught_up_timestamp = f_last_caught_up_timestamp__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_observers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("observers[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1641,7 +2754,7 @@ def _dec_DescribeQuorumResponse_Node_v2(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 5:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
     f_listeners = []
-    if cython.compiled or n_listeners:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1650,6 +2763,61 @@ def _dec_DescribeQuorumResponse_Node_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("listeners[%d]" % i)
         pos = cur.pos
+    elif n_listeners:
+        # Each element read inline (pure Python only), as _dec_DescribeQuorumResponse_Listener_v2 reads it.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_H.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1719,7 +2887,7 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1747,7 +2915,7 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host

@@ -86,7 +86,7 @@ def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 2:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 2, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -95,6 +95,38 @@ def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeTopicPartitionsRequest_TopicRequest_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeTopicPartitionsRequest_TopicRequest)
+                obj__1.name = f_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 5:
         raise _w.short_run(_RUN_response_partition_limit__cursor, pos, end)
     if cython.compiled:
@@ -189,7 +221,7 @@ def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -264,7 +296,7 @@ def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -355,7 +387,7 @@ def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -364,6 +396,189 @@ def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                elif n_name__1 == -1:
+                    f_name__1 = None
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_internal, pos, end)
+                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 20:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 20, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] < 128:
+                                n_replica_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                                n_replica_nodes__2 -= 1
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_isr_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                                n_isr_nodes__2 -= 1
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_eligible_leader_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_eligible_leader_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_eligible_leader_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'eligible_leader_replicas')
+                                n_eligible_leader_replicas__2 -= 1
+                            if n_eligible_leader_replicas__2 == -1:
+                                f_eligible_leader_replicas__2 = None
+                            elif n_eligible_leader_replicas__2 < 0 or n_eligible_leader_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('eligible_leader_replicas', pos - 1, n_eligible_leader_replicas__2, end, 4, 1)
+                            else:
+                                if n_eligible_leader_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                    f_eligible_leader_replicas__2 = list(_A_i[n_eligible_leader_replicas__2].unpack_from(buf, pos))
+                                else:
+                                    f_eligible_leader_replicas__2 = list(_unpack_from(">%di" % n_eligible_leader_replicas__2, buf, pos))
+                                pos += n_eligible_leader_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_last_known_elr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_last_known_elr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_last_known_elr__2, pos = _w.read_uvarint(buf, pos, end, 'last_known_elr')
+                                n_last_known_elr__2 -= 1
+                            if n_last_known_elr__2 == -1:
+                                f_last_known_elr__2 = None
+                            elif n_last_known_elr__2 < 0 or n_last_known_elr__2 > (end - pos) // 4:
+                                raise _w.bad_count('last_known_elr', pos - 1, n_last_known_elr__2, end, 4, 1)
+                            else:
+                                if n_last_known_elr__2 < _w.SMALL_ARRAY_MAX:
+                                    f_last_known_elr__2 = list(_A_i[n_last_known_elr__2].unpack_from(buf, pos))
+                                else:
+                                    f_last_known_elr__2 = list(_unpack_from(">%di" % n_last_known_elr__2, buf, pos))
+                                pos += n_last_known_elr__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_offline_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                n_offline_replicas__2 -= 1
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.eligible_leader_replicas = f_eligible_leader_replicas__2
+                            obj__2.last_known_elr = f_last_known_elr__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
+                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_next_cursor, pos, end)
     if cython.compiled:
@@ -468,7 +683,7 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -508,7 +723,7 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -517,6 +732,119 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                f_error_code__1, f_partition_index__1, f_leader_id__1, f_leader_epoch__1 = _S_hiii.unpack_from(buf, pos)
+                pos += 14
+                if pos < end and buf[pos] < 128:
+                    n_replica_nodes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_replica_nodes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_replica_nodes__1, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                    n_replica_nodes__1 -= 1
+                if n_replica_nodes__1 < 0 or n_replica_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__1, end, 4, 1)
+                if n_replica_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_replica_nodes__1 = list(_A_i[n_replica_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_replica_nodes__1 = list(_unpack_from(">%di" % n_replica_nodes__1, buf, pos))
+                pos += n_replica_nodes__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_isr_nodes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr_nodes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr_nodes__1, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                    n_isr_nodes__1 -= 1
+                if n_isr_nodes__1 < 0 or n_isr_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__1, end, 4, 1)
+                if n_isr_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr_nodes__1 = list(_A_i[n_isr_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_isr_nodes__1 = list(_unpack_from(">%di" % n_isr_nodes__1, buf, pos))
+                pos += n_isr_nodes__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_eligible_leader_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_eligible_leader_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_eligible_leader_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'eligible_leader_replicas')
+                    n_eligible_leader_replicas__1 -= 1
+                if n_eligible_leader_replicas__1 == -1:
+                    f_eligible_leader_replicas__1 = None
+                elif n_eligible_leader_replicas__1 < 0 or n_eligible_leader_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('eligible_leader_replicas', pos - 1, n_eligible_leader_replicas__1, end, 4, 1)
+                else:
+                    if n_eligible_leader_replicas__1 < _w.SMALL_ARRAY_MAX:
+                        f_eligible_leader_replicas__1 = list(_A_i[n_eligible_leader_replicas__1].unpack_from(buf, pos))
+                    else:
+                        f_eligible_leader_replicas__1 = list(_unpack_from(">%di" % n_eligible_leader_replicas__1, buf, pos))
+                    pos += n_eligible_leader_replicas__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_last_known_elr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_last_known_elr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_last_known_elr__1, pos = _w.read_uvarint(buf, pos, end, 'last_known_elr')
+                    n_last_known_elr__1 -= 1
+                if n_last_known_elr__1 == -1:
+                    f_last_known_elr__1 = None
+                elif n_last_known_elr__1 < 0 or n_last_known_elr__1 > (end - pos) // 4:
+                    raise _w.bad_count('last_known_elr', pos - 1, n_last_known_elr__1, end, 4, 1)
+                else:
+                    if n_last_known_elr__1 < _w.SMALL_ARRAY_MAX:
+                        f_last_known_elr__1 = list(_A_i[n_last_known_elr__1].unpack_from(buf, pos))
+                    else:
+                        f_last_known_elr__1 = list(_unpack_from(">%di" % n_last_known_elr__1, buf, pos))
+                    pos += n_last_known_elr__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_offline_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_offline_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_offline_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                    n_offline_replicas__1 -= 1
+                if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__1, end, 4, 1)
+                if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                pos += n_offline_replicas__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.replica_nodes = f_replica_nodes__1
+                obj__1.isr_nodes = f_isr_nodes__1
+                obj__1.eligible_leader_replicas = f_eligible_leader_replicas__1
+                obj__1.last_known_elr = f_last_known_elr__1
+                obj__1.offline_replicas = f_offline_replicas__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -894,7 +1222,7 @@ def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name

@@ -102,7 +102,7 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "transactional_ids[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("transactional_ids[%d]" % i, pos, exc) from None
         f_transactional_ids.append(s)
@@ -183,7 +183,7 @@ def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
     if n_transaction_states < 0 or n_transaction_states > (end - pos) // 28:
         raise _w.bad_count('transaction_states', pos - 1, n_transaction_states, end, 28, 1)
     f_transaction_states = []
-    if cython.compiled or n_transaction_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -192,6 +192,131 @@ def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("transaction_states[%d]" % i)
         pos = cur.pos
+    elif n_transaction_states:
+        # Each element read inline (pure Python only), as _dec_DescribeTransactionsResponse_TransactionState_v0 reads it.
+        try:
+            for i in range(n_transaction_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_transactional_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_transactional_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_transactional_id__1, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+                    n_transactional_id__1 -= 1
+                if 0 <= n_transactional_id__1 <= end - pos:
+                    try:
+                        f_transactional_id__1 = buf[pos:pos + n_transactional_id__1].decode() if n_transactional_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('transactional_id', pos, exc) from None
+                    pos += n_transactional_id__1
+                else:
+                    raise _w.bad_sized('transactional_id', pos, n_transactional_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_transaction_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_transaction_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_transaction_state__1, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
+                    n_transaction_state__1 -= 1
+                if 0 <= n_transaction_state__1 <= end - pos:
+                    try:
+                        f_transaction_state__1 = buf[pos:pos + n_transaction_state__1].decode() if n_transaction_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('transaction_state', pos, exc) from None
+                    pos += n_transaction_state__1
+                else:
+                    raise _w.bad_sized('transaction_state', pos, n_transaction_state__1, end, 1, False)
+                if end - pos < 22:
+                    raise _w.short_run(_RUN_transaction_timeout_ms__producer_epoch, pos, end)
+                f_transaction_timeout_ms__1, f_transaction_start_time_ms__1, f_producer_id__1, f_producer_epoch__1 = _S_iqqh.unpack_from(buf, pos)
+                pos += 22
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeTransactionsResponse_TopicData_v0 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_topic__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_topic__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_topic__2, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                                n_topic__2 -= 1
+                            if 0 <= n_topic__2 <= end - pos:
+                                try:
+                                    f_topic__2 = buf[pos:pos + n_topic__2].decode() if n_topic__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('topic', pos, exc) from None
+                                pos += n_topic__2
+                            else:
+                                raise _w.bad_sized('topic', pos, n_topic__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 4, 1)
+                            if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                            else:
+                                f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                            pos += n_partitions__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeTransactionsResponse_TopicData)
+                            obj__2.topic = f_topic__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeTransactionsResponse_TransactionState)
+                obj__1.error_code = f_error_code__1
+                obj__1.transactional_id = f_transactional_id__1
+                obj__1.transaction_state = f_transaction_state__1
+                obj__1.transaction_timeout_ms = f_transaction_timeout_ms__1
+                obj__1.transaction_start_time_ms = f_transaction_start_time_ms__1
+                obj__1.producer_id = f_producer_id__1
+                obj__1.producer_epoch = f_producer_epoch__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_transaction_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("transaction_states[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -268,7 +393,7 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -296,7 +421,7 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transaction_state, 'transaction_state')
         else:
             try:
-                f_transaction_state = buf[pos:pos + n_transaction_state].decode()
+                f_transaction_state = buf[pos:pos + n_transaction_state].decode() if n_transaction_state else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transaction_state', pos, exc) from None
         pos += n_transaction_state
@@ -330,7 +455,7 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -339,6 +464,55 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_DescribeTransactionsResponse_TopicData_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                    n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeTransactionsResponse_TopicData)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -460,7 +634,7 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic

@@ -80,7 +80,7 @@ def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
         raise _w.bad_count('users', pos - 1, n_users, end, 2, 1)
     else:
         f_users = []
-        if cython.compiled or n_users:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -89,6 +89,38 @@ def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("users[%d]" % i)
             pos = cur.pos
+        elif n_users:
+            # Each element read inline (pure Python only), as _dec_DescribeUserScramCredentialsRequest_UserName_v0 reads it.
+            try:
+                for i in range(n_users):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(DescribeUserScramCredentialsRequest_UserName)
+                    obj__1.name = f_name__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_users.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("users[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -153,7 +185,7 @@ def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -236,7 +268,7 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -262,7 +294,7 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 6:
         raise _w.bad_count('results', pos - 1, n_results, end, 6, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -271,6 +303,96 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0 reads it.
+        try:
+            for i in range(n_results):
+                if pos < end and buf[pos] < 128:
+                    n_user__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_user__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_user__1, pos = _w.read_uvarint(buf, pos, end, 'user')
+                    n_user__1 -= 1
+                if 0 <= n_user__1 <= end - pos:
+                    try:
+                        f_user__1 = buf[pos:pos + n_user__1].decode() if n_user__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('user', pos, exc) from None
+                    pos += n_user__1
+                else:
+                    raise _w.bad_sized('user', pos, n_user__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_credential_infos__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_credential_infos__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_credential_infos__1, pos = _w.read_uvarint(buf, pos, end, 'credential_infos')
+                    n_credential_infos__1 -= 1
+                if n_credential_infos__1 < 0 or n_credential_infos__1 > (end - pos) // 6:
+                    raise _w.bad_count('credential_infos', pos - 1, n_credential_infos__1, end, 6, 1)
+                f_credential_infos__1 = []
+                if n_credential_infos__1:
+                    # Each element read inline (pure Python only), as _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0 reads it.
+                    try:
+                        for i__1 in range(n_credential_infos__1):
+                            if end - pos < 5:
+                                raise _w.short_run(_RUN_mechanism__iterations, pos, end)
+                            f_mechanism__2, f_iterations__2 = _S_bi.unpack_from(buf, pos)
+                            pos += 5
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeUserScramCredentialsResponse_CredentialInfo)
+                            obj__2.mechanism = f_mechanism__2
+                            obj__2.iterations = f_iterations__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_credential_infos__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("credential_infos[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
+                obj__1.user = f_user__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.credential_infos = f_credential_infos__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -362,7 +484,7 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
                 raise _w.bad_utf8_at(buf, pos, n_user, 'user')
         else:
             try:
-                f_user = buf[pos:pos + n_user].decode()
+                f_user = buf[pos:pos + n_user].decode() if n_user else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('user', pos, exc) from None
         pos += n_user
@@ -397,7 +519,7 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -423,7 +545,7 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     if n_credential_infos < 0 or n_credential_infos > (end - pos) // 6:
         raise _w.bad_count('credential_infos', pos - 1, n_credential_infos, end, 6, 1)
     f_credential_infos = []
-    if cython.compiled or n_credential_infos:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -432,6 +554,26 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
         except DecodeError as exc:
             raise exc.within("credential_infos[%d]" % i)
         pos = cur.pos
+    elif n_credential_infos:
+        # Each element read inline (pure Python only), as _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0 reads it.
+        try:
+            for i in range(n_credential_infos):
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_mechanism__iterations, pos, end)
+                f_mechanism__1, f_iterations__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeUserScramCredentialsResponse_CredentialInfo)
+                obj__1.mechanism = f_mechanism__1
+                obj__1.iterations = f_iterations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_credential_infos.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("credential_infos[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

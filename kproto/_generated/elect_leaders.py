@@ -87,7 +87,7 @@ def _dec_ElectLeadersRequest_v0(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 4, n_topic_partitions, end, 6, 4)
     else:
         f_topic_partitions = []
-        if cython.compiled or n_topic_partitions:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -96,6 +96,40 @@ def _dec_ElectLeadersRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topic_partitions[%d]" % i)
             pos = cur.pos
+        elif n_topic_partitions:
+            # Each element read inline (pure Python only), as _dec_ElectLeadersRequest_TopicPartitions_v0 reads it.
+            try:
+                for i in range(n_topic_partitions):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic, pos, end)
+                    n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_topic__1 <= end - pos:
+                        try:
+                            f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic', pos, exc) from None
+                        pos += n_topic__1
+                    else:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    obj__1 = _new(ElectLeadersRequest_TopicPartitions)
+                    obj__1.topic = f_topic__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = []
+                    f_topic_partitions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -158,7 +192,7 @@ def _dec_ElectLeadersRequest_v1(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 4, n_topic_partitions, end, 6, 4)
     else:
         f_topic_partitions = []
-        if cython.compiled or n_topic_partitions:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -167,6 +201,40 @@ def _dec_ElectLeadersRequest_v1(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topic_partitions[%d]" % i)
             pos = cur.pos
+        elif n_topic_partitions:
+            # Each element read inline (pure Python only), as _dec_ElectLeadersRequest_TopicPartitions_v0 reads it.
+            try:
+                for i in range(n_topic_partitions):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic, pos, end)
+                    n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_topic__1 <= end - pos:
+                        try:
+                            f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic', pos, exc) from None
+                        pos += n_topic__1
+                    else:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    obj__1 = _new(ElectLeadersRequest_TopicPartitions)
+                    obj__1.topic = f_topic__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = []
+                    f_topic_partitions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -242,7 +310,7 @@ def _dec_ElectLeadersRequest_v2(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 3, 1)
     else:
         f_topic_partitions = []
-        if cython.compiled or n_topic_partitions:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -251,6 +319,55 @@ def _dec_ElectLeadersRequest_v2(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topic_partitions[%d]" % i)
             pos = cur.pos
+        elif n_topic_partitions:
+            # Each element read inline (pure Python only), as _dec_ElectLeadersRequest_TopicPartitions_v2 reads it.
+            try:
+                for i in range(n_topic_partitions):
+                    if pos < end and buf[pos] < 128:
+                        n_topic__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                        n_topic__1 -= 1
+                    if 0 <= n_topic__1 <= end - pos:
+                        try:
+                            f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic', pos, exc) from None
+                        pos += n_topic__1
+                    else:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(ElectLeadersRequest_TopicPartitions)
+                    obj__1.topic = f_topic__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topic_partitions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -326,7 +443,7 @@ def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -424,7 +541,7 @@ def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -530,7 +647,7 @@ def _dec_ElectLeadersResponse_v0(buf, cur, end):
     if n_replica_election_results < 0 or n_replica_election_results > (end - pos) // 6:
         raise _w.bad_count('replica_election_results', pos - 4, n_replica_election_results, end, 6, 4)
     f_replica_election_results = []
-    if cython.compiled or n_replica_election_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -539,6 +656,62 @@ def _dec_ElectLeadersResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("replica_election_results[%d]" % i)
         pos = cur.pos
+    elif n_replica_election_results:
+        # Each element read inline (pure Python only), as _dec_ElectLeadersResponse_ReplicaElectionResult_v0 reads it.
+        try:
+            for i in range(n_replica_election_results):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_result, pos, end)
+                n_partition_result__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_result__1 < 0 or n_partition_result__1 > (end - pos) // 8:
+                    raise _w.bad_count('partition_result', pos - 4, n_partition_result__1, end, 8, 4)
+                f_partition_result__1 = []
+                if n_partition_result__1:
+                    # Each element read inline (pure Python only), as _dec_ElectLeadersResponse_PartitionResult_v0 reads it.
+                    try:
+                        for i__1 in range(n_partition_result__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_id__error_message, pos, end)
+                            f_partition_id__2, f_error_code__2, n_error_message__2 = _S_ihh.unpack_from(buf, pos)
+                            pos += 8
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 2, True)
+                            obj__2 = _new(ElectLeadersResponse_PartitionResult)
+                            obj__2.partition_id = f_partition_id__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_result__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_result[%d]" % i__1)
+                obj__1 = _new(ElectLeadersResponse_ReplicaElectionResult)
+                obj__1.topic = f_topic__1
+                obj__1.partition_result = f_partition_result__1
+                obj__1.unknown_tagged_fields = []
+                f_replica_election_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("replica_election_results[%d]" % i)
     if cython.compiled:
         obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
     else:
@@ -587,7 +760,7 @@ def _dec_ElectLeadersResponse_v1(buf, cur, end):
     if n_replica_election_results < 0 or n_replica_election_results > (end - pos) // 6:
         raise _w.bad_count('replica_election_results', pos - 4, n_replica_election_results, end, 6, 4)
     f_replica_election_results = []
-    if cython.compiled or n_replica_election_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -596,6 +769,62 @@ def _dec_ElectLeadersResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("replica_election_results[%d]" % i)
         pos = cur.pos
+    elif n_replica_election_results:
+        # Each element read inline (pure Python only), as _dec_ElectLeadersResponse_ReplicaElectionResult_v0 reads it.
+        try:
+            for i in range(n_replica_election_results):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_result, pos, end)
+                n_partition_result__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_result__1 < 0 or n_partition_result__1 > (end - pos) // 8:
+                    raise _w.bad_count('partition_result', pos - 4, n_partition_result__1, end, 8, 4)
+                f_partition_result__1 = []
+                if n_partition_result__1:
+                    # Each element read inline (pure Python only), as _dec_ElectLeadersResponse_PartitionResult_v0 reads it.
+                    try:
+                        for i__1 in range(n_partition_result__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_id__error_message, pos, end)
+                            f_partition_id__2, f_error_code__2, n_error_message__2 = _S_ihh.unpack_from(buf, pos)
+                            pos += 8
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 2, True)
+                            obj__2 = _new(ElectLeadersResponse_PartitionResult)
+                            obj__2.partition_id = f_partition_id__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_result__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_result[%d]" % i__1)
+                obj__1 = _new(ElectLeadersResponse_ReplicaElectionResult)
+                obj__1.topic = f_topic__1
+                obj__1.partition_result = f_partition_result__1
+                obj__1.unknown_tagged_fields = []
+                f_replica_election_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("replica_election_results[%d]" % i)
     if cython.compiled:
         obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
     else:
@@ -657,7 +886,7 @@ def _dec_ElectLeadersResponse_v2(buf, cur, end):
     if n_replica_election_results < 0 or n_replica_election_results > (end - pos) // 3:
         raise _w.bad_count('replica_election_results', pos - 1, n_replica_election_results, end, 3, 1)
     f_replica_election_results = []
-    if cython.compiled or n_replica_election_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -666,6 +895,91 @@ def _dec_ElectLeadersResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("replica_election_results[%d]" % i)
         pos = cur.pos
+    elif n_replica_election_results:
+        # Each element read inline (pure Python only), as _dec_ElectLeadersResponse_ReplicaElectionResult_v2 reads it.
+        try:
+            for i in range(n_replica_election_results):
+                if pos < end and buf[pos] < 128:
+                    n_topic__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                    n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_result__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_result__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_result__1, pos = _w.read_uvarint(buf, pos, end, 'partition_result')
+                    n_partition_result__1 -= 1
+                if n_partition_result__1 < 0 or n_partition_result__1 > (end - pos) // 8:
+                    raise _w.bad_count('partition_result', pos - 1, n_partition_result__1, end, 8, 1)
+                f_partition_result__1 = []
+                if n_partition_result__1:
+                    # Each element read inline (pure Python only), as _dec_ElectLeadersResponse_PartitionResult_v2 reads it.
+                    try:
+                        for i__1 in range(n_partition_result__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_id__error_code, pos, end)
+                            f_partition_id__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ElectLeadersResponse_PartitionResult)
+                            obj__2.partition_id = f_partition_id__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_result__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_result[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ElectLeadersResponse_ReplicaElectionResult)
+                obj__1.topic = f_topic__1
+                obj__1.partition_result = f_partition_result__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_replica_election_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("replica_election_results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -729,7 +1043,7 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -745,7 +1059,7 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
     if n_partition_result < 0 or n_partition_result > (end - pos) // 8:
         raise _w.bad_count('partition_result', pos - 4, n_partition_result, end, 8, 4)
     f_partition_result = []
-    if cython.compiled or n_partition_result:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -754,6 +1068,32 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_result[%d]" % i)
         pos = cur.pos
+    elif n_partition_result:
+        # Each element read inline (pure Python only), as _dec_ElectLeadersResponse_PartitionResult_v0 reads it.
+        try:
+            for i in range(n_partition_result):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition_id__error_message, pos, end)
+                f_partition_id__1, f_error_code__1, n_error_message__1 = _S_ihh.unpack_from(buf, pos)
+                pos += 8
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                obj__1 = _new(ElectLeadersResponse_PartitionResult)
+                obj__1.partition_id = f_partition_id__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = []
+                f_partition_result.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_result[%d]" % i)
     if cython.compiled:
         obj = ElectLeadersResponse_ReplicaElectionResult.__new__(ElectLeadersResponse_ReplicaElectionResult)
     else:
@@ -826,7 +1166,7 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -850,7 +1190,7 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
     if n_partition_result < 0 or n_partition_result > (end - pos) // 8:
         raise _w.bad_count('partition_result', pos - 1, n_partition_result, end, 8, 1)
     f_partition_result = []
-    if cython.compiled or n_partition_result:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -859,6 +1199,46 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_result[%d]" % i)
         pos = cur.pos
+    elif n_partition_result:
+        # Each element read inline (pure Python only), as _dec_ElectLeadersResponse_PartitionResult_v2 reads it.
+        try:
+            for i in range(n_partition_result):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_id__error_code, pos, end)
+                f_partition_id__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ElectLeadersResponse_PartitionResult)
+                obj__1.partition_id = f_partition_id__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_result.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_result[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -936,7 +1316,7 @@ def _dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1015,7 +1395,7 @@ def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

@@ -87,7 +87,7 @@ def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -105,7 +105,7 @@ def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -114,6 +114,61 @@ def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_EndQuorumEpochRequest_TopicData_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_EndQuorumEpochRequest_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__preferred_successors, pos, end)
+                            f_partition_index__2, f_leader_id__2, f_leader_epoch__2, n_preferred_successors__2 = _S_iiii.unpack_from(buf, pos)
+                            pos += 16
+                            if n_preferred_successors__2 < 0 or n_preferred_successors__2 > (end - pos) // 4:
+                                raise _w.bad_count('preferred_successors', pos - 4, n_preferred_successors__2, end, 4, 4)
+                            if n_preferred_successors__2 < _w.SMALL_ARRAY_MAX:
+                                f_preferred_successors__2 = list(_A_i[n_preferred_successors__2].unpack_from(buf, pos))
+                            else:
+                                f_preferred_successors__2 = list(_unpack_from(">%di" % n_preferred_successors__2, buf, pos))
+                            pos += n_preferred_successors__2 * 4
+                            obj__2 = _new(EndQuorumEpochRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.preferred_successors = f_preferred_successors__2
+                            obj__2.preferred_candidates = []
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(EndQuorumEpochRequest_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = EndQuorumEpochRequest.__new__(EndQuorumEpochRequest)
     else:
@@ -187,7 +242,7 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -213,7 +268,7 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -222,6 +277,110 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_EndQuorumEpochRequest_TopicData_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 14, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_EndQuorumEpochRequest_PartitionData_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_iii.unpack_from(buf, pos)
+                            pos += 12
+                            if pos < end and buf[pos] < 128:
+                                n_preferred_candidates__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_preferred_candidates__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_preferred_candidates__2, pos = _w.read_uvarint(buf, pos, end, 'preferred_candidates')
+                                n_preferred_candidates__2 -= 1
+                            if n_preferred_candidates__2 < 0 or n_preferred_candidates__2 > (end - pos) // 21:
+                                raise _w.bad_count('preferred_candidates', pos - 1, n_preferred_candidates__2, end, 21, 1)
+                            f_preferred_candidates__2 = []
+                            if n_preferred_candidates__2:
+                                # Each element read inline (pure Python only), as _dec_EndQuorumEpochRequest_ReplicaInfo_v1 reads it.
+                                try:
+                                    for i__2 in range(n_preferred_candidates__2):
+                                        if end - pos < 4:
+                                            raise _w.short_run(_RUN_candidate_id, pos, end)
+                                        f_candidate_id__3 = _S_i.unpack_from(buf, pos)[0]
+                                        pos += 4
+                                        if end - pos < 16:
+                                            raise _w.short_read('candidate_directory_id', pos, 16, end)
+                                        f_candidate_directory_id__3 = _w.uuid_at(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(EndQuorumEpochRequest_ReplicaInfo)
+                                        obj__3.candidate_id = f_candidate_id__3
+                                        obj__3.candidate_directory_id = f_candidate_directory_id__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_preferred_candidates__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("preferred_candidates[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(EndQuorumEpochRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.preferred_successors = []
+                            obj__2.preferred_candidates = f_preferred_candidates__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(EndQuorumEpochRequest_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_leader_endpoints = buf[pos] - 1
         pos += 1
@@ -240,7 +399,7 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
     if n_leader_endpoints < 0 or n_leader_endpoints > (end - pos) // 5:
         raise _w.bad_count('leader_endpoints', pos - 1, n_leader_endpoints, end, 5, 1)
     f_leader_endpoints = []
-    if cython.compiled or n_leader_endpoints:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -249,6 +408,61 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("leader_endpoints[%d]" % i)
         pos = cur.pos
+    elif n_leader_endpoints:
+        # Each element read inline (pure Python only), as _dec_EndQuorumEpochRequest_LeaderEndpoint_v1 reads it.
+        try:
+            for i in range(n_leader_endpoints):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_H.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(EndQuorumEpochRequest_LeaderEndpoint)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_leader_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("leader_endpoints[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -338,7 +552,7 @@ def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -354,7 +568,7 @@ def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -363,6 +577,31 @@ def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_EndQuorumEpochRequest_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__preferred_successors, pos, end)
+                f_partition_index__1, f_leader_id__1, f_leader_epoch__1, n_preferred_successors__1 = _S_iiii.unpack_from(buf, pos)
+                pos += 16
+                if n_preferred_successors__1 < 0 or n_preferred_successors__1 > (end - pos) // 4:
+                    raise _w.bad_count('preferred_successors', pos - 4, n_preferred_successors__1, end, 4, 4)
+                if n_preferred_successors__1 < _w.SMALL_ARRAY_MAX:
+                    f_preferred_successors__1 = list(_A_i[n_preferred_successors__1].unpack_from(buf, pos))
+                else:
+                    f_preferred_successors__1 = list(_unpack_from(">%di" % n_preferred_successors__1, buf, pos))
+                pos += n_preferred_successors__1 * 4
+                obj__1 = _new(EndQuorumEpochRequest_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.preferred_successors = f_preferred_successors__1
+                obj__1.preferred_candidates = []
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = EndQuorumEpochRequest_TopicData.__new__(EndQuorumEpochRequest_TopicData)
     else:
@@ -435,7 +674,7 @@ def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -459,7 +698,7 @@ def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 14, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -468,6 +707,65 @@ def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_EndQuorumEpochRequest_PartitionData_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_leader_id__1, f_leader_epoch__1 = _S_iii.unpack_from(buf, pos)
+                pos += 12
+                if pos < end and buf[pos] < 128:
+                    n_preferred_candidates__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_preferred_candidates__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_preferred_candidates__1, pos = _w.read_uvarint(buf, pos, end, 'preferred_candidates')
+                    n_preferred_candidates__1 -= 1
+                if n_preferred_candidates__1 < 0 or n_preferred_candidates__1 > (end - pos) // 21:
+                    raise _w.bad_count('preferred_candidates', pos - 1, n_preferred_candidates__1, end, 21, 1)
+                f_preferred_candidates__1 = []
+                if n_preferred_candidates__1:
+                    # Each element read inline (pure Python only), as _dec_EndQuorumEpochRequest_ReplicaInfo_v1 reads it.
+                    try:
+                        for i__1 in range(n_preferred_candidates__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_candidate_id, pos, end)
+                            f_candidate_id__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if end - pos < 16:
+                                raise _w.short_read('candidate_directory_id', pos, 16, end)
+                            f_candidate_directory_id__2 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(EndQuorumEpochRequest_ReplicaInfo)
+                            obj__2.candidate_id = f_candidate_id__2
+                            obj__2.candidate_directory_id = f_candidate_directory_id__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_preferred_candidates__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("preferred_candidates[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(EndQuorumEpochRequest_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.preferred_successors = []
+                obj__1.preferred_candidates = f_preferred_candidates__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -617,7 +915,7 @@ def _dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end):
     if n_preferred_candidates < 0 or n_preferred_candidates > (end - pos) // 21:
         raise _w.bad_count('preferred_candidates', pos - 1, n_preferred_candidates, end, 21, 1)
     f_preferred_candidates = []
-    if cython.compiled or n_preferred_candidates:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -626,6 +924,30 @@ def _dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("preferred_candidates[%d]" % i)
         pos = cur.pos
+    elif n_preferred_candidates:
+        # Each element read inline (pure Python only), as _dec_EndQuorumEpochRequest_ReplicaInfo_v1 reads it.
+        try:
+            for i in range(n_preferred_candidates):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_candidate_id, pos, end)
+                f_candidate_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if end - pos < 16:
+                    raise _w.short_read('candidate_directory_id', pos, 16, end)
+                f_candidate_directory_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(EndQuorumEpochRequest_ReplicaInfo)
+                obj__1.candidate_id = f_candidate_id__1
+                obj__1.candidate_directory_id = f_candidate_directory_id__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_preferred_candidates.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("preferred_candidates[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -746,7 +1068,7 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -774,7 +1096,7 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -871,7 +1193,7 @@ def _dec_EndQuorumEpochResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -880,6 +1202,53 @@ def _dec_EndQuorumEpochResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_EndQuorumEpochResponse_TopicData_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_EndQuorumEpochResponse_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                            f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2 = _S_ihii.unpack_from(buf, pos)
+                            pos += 14
+                            obj__2 = _new(EndQuorumEpochResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(EndQuorumEpochResponse_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = EndQuorumEpochResponse.__new__(EndQuorumEpochResponse)
     else:
@@ -941,7 +1310,7 @@ def _dec_EndQuorumEpochResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -950,6 +1319,73 @@ def _dec_EndQuorumEpochResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_EndQuorumEpochResponse_TopicData_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 15:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 15, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_EndQuorumEpochResponse_PartitionData_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                            f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2 = _S_ihii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(EndQuorumEpochResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(EndQuorumEpochResponse_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     f_node_endpoints = []
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1062,7 +1498,7 @@ def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -1078,7 +1514,7 @@ def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1087,6 +1523,23 @@ def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_EndQuorumEpochResponse_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                f_partition_index__1, f_error_code__1, f_leader_id__1, f_leader_epoch__1 = _S_ihii.unpack_from(buf, pos)
+                pos += 14
+                obj__1 = _new(EndQuorumEpochResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = EndQuorumEpochResponse_TopicData.__new__(EndQuorumEpochResponse_TopicData)
     else:
@@ -1159,7 +1612,7 @@ def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -1183,7 +1636,7 @@ def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1192,6 +1645,28 @@ def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_EndQuorumEpochResponse_PartitionData_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                f_partition_index__1, f_error_code__1, f_leader_id__1, f_leader_epoch__1 = _S_ihii.unpack_from(buf, pos)
+                pos += 14
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(EndQuorumEpochResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1371,7 +1846,7 @@ def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host

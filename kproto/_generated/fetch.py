@@ -123,7 +123,7 @@ def _dec_FetchRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -132,6 +132,58 @@ def _dec_FetchRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes, pos, end)
+                            f_partition__2, f_fetch_offset__2, f_partition_max_bytes__2 = _S_iqi.unpack_from(buf, pos)
+                            pos += 16
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = -1
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = -1
+                            obj__2.log_start_offset = -1
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.high_watermark = 9223372036854775807
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -206,7 +258,7 @@ def _dec_FetchRequest_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -215,6 +267,58 @@ def _dec_FetchRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes, pos, end)
+                            f_partition__2, f_fetch_offset__2, f_partition_max_bytes__2 = _S_iqi.unpack_from(buf, pos)
+                            pos += 16
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = -1
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = -1
+                            obj__2.log_start_offset = -1
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.high_watermark = 9223372036854775807
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -291,7 +395,7 @@ def _dec_FetchRequest_v4(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -300,6 +404,58 @@ def _dec_FetchRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes, pos, end)
+                            f_partition__2, f_fetch_offset__2, f_partition_max_bytes__2 = _S_iqi.unpack_from(buf, pos)
+                            pos += 16
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = -1
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = -1
+                            obj__2.log_start_offset = -1
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.high_watermark = 9223372036854775807
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -377,7 +533,7 @@ def _dec_FetchRequest_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -386,6 +542,58 @@ def _dec_FetchRequest_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v5 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 24:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 24, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v5 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 24:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes_2, pos, end)
+                            f_partition__2, f_fetch_offset__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iqqi.unpack_from(buf, pos)
+                            pos += 24
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = -1
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = -1
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.high_watermark = 9223372036854775807
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -465,7 +673,7 @@ def _dec_FetchRequest_v7(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -474,6 +682,58 @@ def _dec_FetchRequest_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v5 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 24:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 24, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v5 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 24:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes_2, pos, end)
+                            f_partition__2, f_fetch_offset__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iqqi.unpack_from(buf, pos)
+                            pos += 24
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = -1
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = -1
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.high_watermark = 9223372036854775807
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
     if cython.compiled:
@@ -484,7 +744,7 @@ def _dec_FetchRequest_v7(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
         raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
     f_forgotten_topics_data = []
-    if cython.compiled or n_forgotten_topics_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -493,6 +753,41 @@ def _dec_FetchRequest_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
+    elif n_forgotten_topics_data:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_ForgottenTopic_v7 reads it.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                obj__1 = _new(FetchRequest_ForgottenTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -584,7 +879,7 @@ def _dec_FetchRequest_v9(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -593,6 +888,58 @@ def _dec_FetchRequest_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v9 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 28:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 28, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v9 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 28:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes_3, pos, end)
+                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqqi.unpack_from(buf, pos)
+                            pos += 28
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = -1
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.high_watermark = 9223372036854775807
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
     if cython.compiled:
@@ -603,7 +950,7 @@ def _dec_FetchRequest_v9(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
         raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
     f_forgotten_topics_data = []
-    if cython.compiled or n_forgotten_topics_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -612,6 +959,41 @@ def _dec_FetchRequest_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
+    elif n_forgotten_topics_data:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_ForgottenTopic_v7 reads it.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                obj__1 = _new(FetchRequest_ForgottenTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -703,7 +1085,7 @@ def _dec_FetchRequest_v11(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -712,6 +1094,58 @@ def _dec_FetchRequest_v11(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v9 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 28:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 28, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v9 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 28:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes_3, pos, end)
+                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqqi.unpack_from(buf, pos)
+                            pos += 28
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = -1
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.high_watermark = 9223372036854775807
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
     if cython.compiled:
@@ -722,7 +1156,7 @@ def _dec_FetchRequest_v11(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
         raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
     f_forgotten_topics_data = []
-    if cython.compiled or n_forgotten_topics_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -731,6 +1165,41 @@ def _dec_FetchRequest_v11(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
+    elif n_forgotten_topics_data:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_ForgottenTopic_v7 reads it.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                obj__1 = _new(FetchRequest_ForgottenTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_rack_id, pos, end)
     if cython.compiled:
@@ -745,7 +1214,7 @@ def _dec_FetchRequest_v11(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -874,7 +1343,7 @@ def _dec_FetchRequest_v12(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -883,6 +1352,78 @@ def _dec_FetchRequest_v12(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v12 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                    n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 33:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 33, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v12 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 32:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
+                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_last_fetched_epoch__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqiqi.unpack_from(buf, pos)
+                            pos += 32
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = f_last_fetched_epoch__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.high_watermark = 9223372036854775807
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -901,7 +1442,7 @@ def _dec_FetchRequest_v12(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 3:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 3, 1)
     f_forgotten_topics_data = []
-    if cython.compiled or n_forgotten_topics_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -910,6 +1451,56 @@ def _dec_FetchRequest_v12(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
+    elif n_forgotten_topics_data:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_ForgottenTopic_v12 reads it.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if pos < end and buf[pos] < 128:
+                    n_topic__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                    n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_ForgottenTopic)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -932,7 +1523,7 @@ def _dec_FetchRequest_v12(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -968,7 +1559,7 @@ def _dec_FetchRequest_v12(buf, cur, end):
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
                         try:
-                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
                         except UnicodeDecodeError as exc:
                             raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
@@ -1136,7 +1727,7 @@ def _dec_FetchRequest_v13(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1145,6 +1736,65 @@ def _dec_FetchRequest_v13(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v13 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 33:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 33, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v12 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 32:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
+                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_last_fetched_epoch__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqiqi.unpack_from(buf, pos)
+                            pos += 32
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = f_last_fetched_epoch__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.high_watermark = 9223372036854775807
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -1163,7 +1813,7 @@ def _dec_FetchRequest_v13(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    if cython.compiled or n_forgotten_topics_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1172,6 +1822,43 @@ def _dec_FetchRequest_v13(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
+    elif n_forgotten_topics_data:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_ForgottenTopic_v13 reads it.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_ForgottenTopic)
+                obj__1.topic = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -1194,7 +1881,7 @@ def _dec_FetchRequest_v13(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -1230,7 +1917,7 @@ def _dec_FetchRequest_v13(buf, cur, end):
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
                         try:
-                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
                         except UnicodeDecodeError as exc:
                             raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
@@ -1397,7 +2084,7 @@ def _dec_FetchRequest_v15(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1406,6 +2093,65 @@ def _dec_FetchRequest_v15(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v13 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 33:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 33, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v12 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 32:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
+                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_last_fetched_epoch__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqiqi.unpack_from(buf, pos)
+                            pos += 32
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = f_last_fetched_epoch__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.high_watermark = 9223372036854775807
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -1424,7 +2170,7 @@ def _dec_FetchRequest_v15(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    if cython.compiled or n_forgotten_topics_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1433,6 +2179,43 @@ def _dec_FetchRequest_v15(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
+    elif n_forgotten_topics_data:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_ForgottenTopic_v13 reads it.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_ForgottenTopic)
+                obj__1.topic = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -1455,7 +2238,7 @@ def _dec_FetchRequest_v15(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -1499,7 +2282,7 @@ def _dec_FetchRequest_v15(buf, cur, end):
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
                         try:
-                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
                         except UnicodeDecodeError as exc:
                             raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
@@ -1672,7 +2455,7 @@ def _dec_FetchRequest_v17(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1681,6 +2464,75 @@ def _dec_FetchRequest_v17(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v17 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 33:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 33, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v17 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 32:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
+                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_last_fetched_epoch__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqiqi.unpack_from(buf, pos)
+                            pos += 32
+                            f_replica_directory_id__2 = _w.ZERO_UUID
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
+                                for tag__2, pos, t_end__2 in spans__2:
+                                    if tag__2 == 0:
+                                        if t_end__2 - pos < 16:
+                                            raise _w.short_read('replica_directory_id', pos, 16, t_end__2)
+                                        f_replica_directory_id__2 = _w.uuid_at(buf, pos)
+                                        pos += 16
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end__2)
+                                pos = after__2
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = f_last_fetched_epoch__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = f_replica_directory_id__2
+                            obj__2.high_watermark = 9223372036854775807
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -1699,7 +2551,7 @@ def _dec_FetchRequest_v17(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    if cython.compiled or n_forgotten_topics_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1708,6 +2560,43 @@ def _dec_FetchRequest_v17(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
+    elif n_forgotten_topics_data:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_ForgottenTopic_v13 reads it.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_ForgottenTopic)
+                obj__1.topic = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -1730,7 +2619,7 @@ def _dec_FetchRequest_v17(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -1774,7 +2663,7 @@ def _dec_FetchRequest_v17(buf, cur, end):
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
                         try:
-                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
                         except UnicodeDecodeError as exc:
                             raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
@@ -1947,7 +2836,7 @@ def _dec_FetchRequest_v18(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1956,6 +2845,83 @@ def _dec_FetchRequest_v18(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchTopic_v18 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 33:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 33, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v18 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 32:
+                                raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
+                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_last_fetched_epoch__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqiqi.unpack_from(buf, pos)
+                            pos += 32
+                            f_replica_directory_id__2 = _w.ZERO_UUID
+                            f_high_watermark__2 = 9223372036854775807
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0, 1))
+                                for tag__2, pos, t_end__2 in spans__2:
+                                    if tag__2 == 0:
+                                        if t_end__2 - pos < 16:
+                                            raise _w.short_read('replica_directory_id', pos, 16, t_end__2)
+                                        f_replica_directory_id__2 = _w.uuid_at(buf, pos)
+                                        pos += 16
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end__2)
+                                    elif tag__2 == 1:
+                                        if t_end__2 - pos < 8:
+                                            raise _w.short_run(_RUN_high_watermark, pos, t_end__2)
+                                        f_high_watermark__2 = _S_q.unpack_from(buf, pos)[0]
+                                        pos += 8
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('high_watermark', 1, pos, t_end__2)
+                                pos = after__2
+                            obj__2 = _new(FetchRequest_FetchPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.fetch_offset = f_fetch_offset__2
+                            obj__2.last_fetched_epoch = f_last_fetched_epoch__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.replica_directory_id = f_replica_directory_id__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_FetchTopic)
+                obj__1.topic = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -1974,7 +2940,7 @@ def _dec_FetchRequest_v18(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    if cython.compiled or n_forgotten_topics_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1983,6 +2949,43 @@ def _dec_FetchRequest_v18(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
+    elif n_forgotten_topics_data:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_ForgottenTopic_v13 reads it.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_ForgottenTopic)
+                obj__1.topic = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -2005,7 +3008,7 @@ def _dec_FetchRequest_v18(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -2049,7 +3052,7 @@ def _dec_FetchRequest_v18(buf, cur, end):
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
                         try:
-                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
                         except UnicodeDecodeError as exc:
                             raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
@@ -2249,7 +3252,7 @@ def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -2265,7 +3268,7 @@ def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2274,6 +3277,27 @@ def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition__partition_max_bytes, pos, end)
+                f_partition__1, f_fetch_offset__1, f_partition_max_bytes__1 = _S_iqi.unpack_from(buf, pos)
+                pos += 16
+                obj__1 = _new(FetchRequest_FetchPartition)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = -1
+                obj__1.fetch_offset = f_fetch_offset__1
+                obj__1.last_fetched_epoch = -1
+                obj__1.log_start_offset = -1
+                obj__1.partition_max_bytes = f_partition_max_bytes__1
+                obj__1.replica_directory_id = _w.ZERO_UUID
+                obj__1.high_watermark = 9223372036854775807
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     else:
@@ -2339,7 +3363,7 @@ def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -2355,7 +3379,7 @@ def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 24:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 24, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2364,6 +3388,27 @@ def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v5 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 24:
+                    raise _w.short_run(_RUN_partition__partition_max_bytes_2, pos, end)
+                f_partition__1, f_fetch_offset__1, f_log_start_offset__1, f_partition_max_bytes__1 = _S_iqqi.unpack_from(buf, pos)
+                pos += 24
+                obj__1 = _new(FetchRequest_FetchPartition)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = -1
+                obj__1.fetch_offset = f_fetch_offset__1
+                obj__1.last_fetched_epoch = -1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.partition_max_bytes = f_partition_max_bytes__1
+                obj__1.replica_directory_id = _w.ZERO_UUID
+                obj__1.high_watermark = 9223372036854775807
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     else:
@@ -2429,7 +3474,7 @@ def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -2445,7 +3490,7 @@ def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 28:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 28, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2454,6 +3499,27 @@ def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v9 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 28:
+                    raise _w.short_run(_RUN_partition__partition_max_bytes_3, pos, end)
+                f_partition__1, f_current_leader_epoch__1, f_fetch_offset__1, f_log_start_offset__1, f_partition_max_bytes__1 = _S_iiqqi.unpack_from(buf, pos)
+                pos += 28
+                obj__1 = _new(FetchRequest_FetchPartition)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = f_current_leader_epoch__1
+                obj__1.fetch_offset = f_fetch_offset__1
+                obj__1.last_fetched_epoch = -1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.partition_max_bytes = f_partition_max_bytes__1
+                obj__1.replica_directory_id = _w.ZERO_UUID
+                obj__1.high_watermark = 9223372036854775807
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     else:
@@ -2527,7 +3593,7 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -2551,7 +3617,7 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2560,6 +3626,32 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v12 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 32:
+                    raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
+                f_partition__1, f_current_leader_epoch__1, f_fetch_offset__1, f_last_fetched_epoch__1, f_log_start_offset__1, f_partition_max_bytes__1 = _S_iiqiqi.unpack_from(buf, pos)
+                pos += 32
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_FetchPartition)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = f_current_leader_epoch__1
+                obj__1.fetch_offset = f_fetch_offset__1
+                obj__1.last_fetched_epoch = f_last_fetched_epoch__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.partition_max_bytes = f_partition_max_bytes__1
+                obj__1.replica_directory_id = _w.ZERO_UUID
+                obj__1.high_watermark = 9223372036854775807
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2644,7 +3736,7 @@ def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2653,6 +3745,32 @@ def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v12 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 32:
+                    raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
+                f_partition__1, f_current_leader_epoch__1, f_fetch_offset__1, f_last_fetched_epoch__1, f_log_start_offset__1, f_partition_max_bytes__1 = _S_iiqiqi.unpack_from(buf, pos)
+                pos += 32
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchRequest_FetchPartition)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = f_current_leader_epoch__1
+                obj__1.fetch_offset = f_fetch_offset__1
+                obj__1.last_fetched_epoch = f_last_fetched_epoch__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.partition_max_bytes = f_partition_max_bytes__1
+                obj__1.replica_directory_id = _w.ZERO_UUID
+                obj__1.high_watermark = 9223372036854775807
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2719,7 +3837,7 @@ def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2728,6 +3846,42 @@ def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v17 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 32:
+                    raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
+                f_partition__1, f_current_leader_epoch__1, f_fetch_offset__1, f_last_fetched_epoch__1, f_log_start_offset__1, f_partition_max_bytes__1 = _S_iiqiqi.unpack_from(buf, pos)
+                pos += 32
+                f_replica_directory_id__1 = _w.ZERO_UUID
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0,))
+                    for tag__1, pos, t_end__1 in spans__1:
+                        if tag__1 == 0:
+                            if t_end__1 - pos < 16:
+                                raise _w.short_read('replica_directory_id', pos, 16, t_end__1)
+                            f_replica_directory_id__1 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end__1)
+                    pos = after__1
+                obj__1 = _new(FetchRequest_FetchPartition)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = f_current_leader_epoch__1
+                obj__1.fetch_offset = f_fetch_offset__1
+                obj__1.last_fetched_epoch = f_last_fetched_epoch__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.partition_max_bytes = f_partition_max_bytes__1
+                obj__1.replica_directory_id = f_replica_directory_id__1
+                obj__1.high_watermark = 9223372036854775807
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2794,7 +3948,7 @@ def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2803,6 +3957,50 @@ def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchRequest_FetchPartition_v18 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 32:
+                    raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
+                f_partition__1, f_current_leader_epoch__1, f_fetch_offset__1, f_last_fetched_epoch__1, f_log_start_offset__1, f_partition_max_bytes__1 = _S_iiqiqi.unpack_from(buf, pos)
+                pos += 32
+                f_replica_directory_id__1 = _w.ZERO_UUID
+                f_high_watermark__1 = 9223372036854775807
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0, 1))
+                    for tag__1, pos, t_end__1 in spans__1:
+                        if tag__1 == 0:
+                            if t_end__1 - pos < 16:
+                                raise _w.short_read('replica_directory_id', pos, 16, t_end__1)
+                            f_replica_directory_id__1 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end__1)
+                        elif tag__1 == 1:
+                            if t_end__1 - pos < 8:
+                                raise _w.short_run(_RUN_high_watermark, pos, t_end__1)
+                            f_high_watermark__1 = _S_q.unpack_from(buf, pos)[0]
+                            pos += 8
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('high_watermark', 1, pos, t_end__1)
+                    pos = after__1
+                obj__1 = _new(FetchRequest_FetchPartition)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = f_current_leader_epoch__1
+                obj__1.fetch_offset = f_fetch_offset__1
+                obj__1.last_fetched_epoch = f_last_fetched_epoch__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.partition_max_bytes = f_partition_max_bytes__1
+                obj__1.replica_directory_id = f_replica_directory_id__1
+                obj__1.high_watermark = f_high_watermark__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -3219,7 +4417,7 @@ def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -3318,7 +4516,7 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -3500,7 +4698,7 @@ def _dec_FetchResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3509,6 +4707,80 @@ def _dec_FetchResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_FetchableTopicResponse_v0 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_partition_index__records, pos, end)
+                            f_partition_index__2, f_error_code__2, f_high_watermark__2, n_records__2 = _S_ihqi.unpack_from(buf, pos)
+                            pos += 18
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
+                            obj__2 = _new(FetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.last_stable_offset = -1
+                            obj__2.log_start_offset = -1
+                            d = _new(FetchResponse_EpochEndOffset)
+                            d.epoch = -1
+                            d.end_offset = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.diverging_epoch = d
+                            d = _new(FetchResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            d = _new(FetchResponse_SnapshotId)
+                            d.end_offset = -1
+                            d.epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.snapshot_id = d
+                            obj__2.aborted_transactions = []
+                            obj__2.preferred_read_replica = -1
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchResponse_FetchableTopicResponse)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3559,7 +4831,7 @@ def _dec_FetchResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3568,6 +4840,80 @@ def _dec_FetchResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_FetchableTopicResponse_v0 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_partition_index__records, pos, end)
+                            f_partition_index__2, f_error_code__2, f_high_watermark__2, n_records__2 = _S_ihqi.unpack_from(buf, pos)
+                            pos += 18
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
+                            obj__2 = _new(FetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.last_stable_offset = -1
+                            obj__2.log_start_offset = -1
+                            d = _new(FetchResponse_EpochEndOffset)
+                            d.epoch = -1
+                            d.end_offset = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.diverging_epoch = d
+                            d = _new(FetchResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            d = _new(FetchResponse_SnapshotId)
+                            d.end_offset = -1
+                            d.epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.snapshot_id = d
+                            obj__2.aborted_transactions = []
+                            obj__2.preferred_read_replica = -1
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchResponse_FetchableTopicResponse)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3619,7 +4965,7 @@ def _dec_FetchResponse_v4(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3628,6 +4974,105 @@ def _dec_FetchResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_FetchableTopicResponse_v4 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 30:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 30, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v4 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 26:
+                                raise _w.short_run(_RUN_partition_index__aborted_transactions, pos, end)
+                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, n_aborted_transactions__2 = _S_ihqqi.unpack_from(buf, pos)
+                            pos += 26
+                            if n_aborted_transactions__2 == -1:
+                                f_aborted_transactions__2 = None
+                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 16:
+                                raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__2, end, 16, 4)
+                            else:
+                                f_aborted_transactions__2 = []
+                                if n_aborted_transactions__2:
+                                    # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v4 reads it.
+                                    try:
+                                        for i__2 in range(n_aborted_transactions__2):
+                                            if end - pos < 16:
+                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
+                                            pos += 16
+                                            obj__3 = _new(FetchResponse_AbortedTransaction)
+                                            obj__3.producer_id = f_producer_id__3
+                                            obj__3.first_offset = f_first_offset__3
+                                            obj__3.unknown_tagged_fields = []
+                                            f_aborted_transactions__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("aborted_transactions[%d]" % i__2)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_records, pos, end)
+                            n_records__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
+                            obj__2 = _new(FetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.last_stable_offset = f_last_stable_offset__2
+                            obj__2.log_start_offset = -1
+                            d = _new(FetchResponse_EpochEndOffset)
+                            d.epoch = -1
+                            d.end_offset = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.diverging_epoch = d
+                            d = _new(FetchResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            d = _new(FetchResponse_SnapshotId)
+                            d.end_offset = -1
+                            d.epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.snapshot_id = d
+                            obj__2.aborted_transactions = f_aborted_transactions__2
+                            obj__2.preferred_read_replica = -1
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchResponse_FetchableTopicResponse)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3679,7 +5124,7 @@ def _dec_FetchResponse_v5(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3688,6 +5133,105 @@ def _dec_FetchResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_FetchableTopicResponse_v5 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 38:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 38, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v5 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 34:
+                                raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
+                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2, n_aborted_transactions__2 = _S_ihqqqi.unpack_from(buf, pos)
+                            pos += 34
+                            if n_aborted_transactions__2 == -1:
+                                f_aborted_transactions__2 = None
+                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 16:
+                                raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__2, end, 16, 4)
+                            else:
+                                f_aborted_transactions__2 = []
+                                if n_aborted_transactions__2:
+                                    # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v4 reads it.
+                                    try:
+                                        for i__2 in range(n_aborted_transactions__2):
+                                            if end - pos < 16:
+                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
+                                            pos += 16
+                                            obj__3 = _new(FetchResponse_AbortedTransaction)
+                                            obj__3.producer_id = f_producer_id__3
+                                            obj__3.first_offset = f_first_offset__3
+                                            obj__3.unknown_tagged_fields = []
+                                            f_aborted_transactions__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("aborted_transactions[%d]" % i__2)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_records, pos, end)
+                            n_records__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
+                            obj__2 = _new(FetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.last_stable_offset = f_last_stable_offset__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            d = _new(FetchResponse_EpochEndOffset)
+                            d.epoch = -1
+                            d.end_offset = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.diverging_epoch = d
+                            d = _new(FetchResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            d = _new(FetchResponse_SnapshotId)
+                            d.end_offset = -1
+                            d.epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.snapshot_id = d
+                            obj__2.aborted_transactions = f_aborted_transactions__2
+                            obj__2.preferred_read_replica = -1
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchResponse_FetchableTopicResponse)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3741,7 +5285,7 @@ def _dec_FetchResponse_v7(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3750,6 +5294,105 @@ def _dec_FetchResponse_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_FetchableTopicResponse_v5 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 38:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 38, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v5 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 34:
+                                raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
+                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2, n_aborted_transactions__2 = _S_ihqqqi.unpack_from(buf, pos)
+                            pos += 34
+                            if n_aborted_transactions__2 == -1:
+                                f_aborted_transactions__2 = None
+                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 16:
+                                raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__2, end, 16, 4)
+                            else:
+                                f_aborted_transactions__2 = []
+                                if n_aborted_transactions__2:
+                                    # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v4 reads it.
+                                    try:
+                                        for i__2 in range(n_aborted_transactions__2):
+                                            if end - pos < 16:
+                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
+                                            pos += 16
+                                            obj__3 = _new(FetchResponse_AbortedTransaction)
+                                            obj__3.producer_id = f_producer_id__3
+                                            obj__3.first_offset = f_first_offset__3
+                                            obj__3.unknown_tagged_fields = []
+                                            f_aborted_transactions__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("aborted_transactions[%d]" % i__2)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_records, pos, end)
+                            n_records__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
+                            obj__2 = _new(FetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.last_stable_offset = f_last_stable_offset__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            d = _new(FetchResponse_EpochEndOffset)
+                            d.epoch = -1
+                            d.end_offset = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.diverging_epoch = d
+                            d = _new(FetchResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            d = _new(FetchResponse_SnapshotId)
+                            d.end_offset = -1
+                            d.epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.snapshot_id = d
+                            obj__2.aborted_transactions = f_aborted_transactions__2
+                            obj__2.preferred_read_replica = -1
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchResponse_FetchableTopicResponse)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3803,7 +5446,7 @@ def _dec_FetchResponse_v11(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3812,6 +5455,105 @@ def _dec_FetchResponse_v11(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_FetchableTopicResponse_v11 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 42:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 42, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v11 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 34:
+                                raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
+                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2, n_aborted_transactions__2 = _S_ihqqqi.unpack_from(buf, pos)
+                            pos += 34
+                            if n_aborted_transactions__2 == -1:
+                                f_aborted_transactions__2 = None
+                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 16:
+                                raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__2, end, 16, 4)
+                            else:
+                                f_aborted_transactions__2 = []
+                                if n_aborted_transactions__2:
+                                    # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v4 reads it.
+                                    try:
+                                        for i__2 in range(n_aborted_transactions__2):
+                                            if end - pos < 16:
+                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
+                                            pos += 16
+                                            obj__3 = _new(FetchResponse_AbortedTransaction)
+                                            obj__3.producer_id = f_producer_id__3
+                                            obj__3.first_offset = f_first_offset__3
+                                            obj__3.unknown_tagged_fields = []
+                                            f_aborted_transactions__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("aborted_transactions[%d]" % i__2)
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_preferred_read_replica__records, pos, end)
+                            f_preferred_read_replica__2, n_records__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
+                            obj__2 = _new(FetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.last_stable_offset = f_last_stable_offset__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            d = _new(FetchResponse_EpochEndOffset)
+                            d.epoch = -1
+                            d.end_offset = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.diverging_epoch = d
+                            d = _new(FetchResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            d = _new(FetchResponse_SnapshotId)
+                            d.end_offset = -1
+                            d.epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.snapshot_id = d
+                            obj__2.aborted_transactions = f_aborted_transactions__2
+                            obj__2.preferred_read_replica = f_preferred_read_replica__2
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(FetchResponse_FetchableTopicResponse)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3879,7 +5621,7 @@ def _dec_FetchResponse_v12(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3888,6 +5630,180 @@ def _dec_FetchResponse_v12(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_FetchableTopicResponse_v12 reads it.
+        try:
+            for i in range(n_responses):
+                if pos < end and buf[pos] < 128:
+                    n_topic__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                    n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 37:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 37, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v12 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 30:
+                                raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
+                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
+                            pos += 30
+                            if pos < end and buf[pos] < 128:
+                                n_aborted_transactions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_aborted_transactions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_aborted_transactions__2, pos = _w.read_uvarint(buf, pos, end, 'aborted_transactions')
+                                n_aborted_transactions__2 -= 1
+                            if n_aborted_transactions__2 == -1:
+                                f_aborted_transactions__2 = None
+                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 17:
+                                raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions__2, end, 17, 1)
+                            else:
+                                f_aborted_transactions__2 = []
+                                if n_aborted_transactions__2:
+                                    # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v12 reads it.
+                                    try:
+                                        for i__2 in range(n_aborted_transactions__2):
+                                            if end - pos < 16:
+                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
+                                            pos += 16
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(FetchResponse_AbortedTransaction)
+                                            obj__3.producer_id = f_producer_id__3
+                                            obj__3.first_offset = f_first_offset__3
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                            f_aborted_transactions__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("aborted_transactions[%d]" % i__2)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_preferred_read_replica, pos, end)
+                            f_preferred_read_replica__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
+                                n_records__2 -= 1
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
+                            d = _new(FetchResponse_EpochEndOffset)
+                            d.epoch = -1
+                            d.end_offset = -1
+                            d.unknown_tagged_fields = []
+                            f_diverging_epoch__2 = d
+                            d = _new(FetchResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            f_current_leader__2 = d
+                            d = _new(FetchResponse_SnapshotId)
+                            d.end_offset = -1
+                            d.epoch = -1
+                            d.unknown_tagged_fields = []
+                            f_snapshot_id__2 = d
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0, 1, 2))
+                                for tag__2, pos, t_end__2 in spans__2:
+                                    if tag__2 == 0:
+                                        cur.pos = pos
+                                        try:
+                                            f_diverging_epoch__2 = _dec_FetchResponse_EpochEndOffset_v12(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('diverging_epoch')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('diverging_epoch', 0, pos, t_end__2)
+                                    elif tag__2 == 1:
+                                        cur.pos = pos
+                                        try:
+                                            f_current_leader__2 = _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('current_leader')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('current_leader', 1, pos, t_end__2)
+                                    elif tag__2 == 2:
+                                        cur.pos = pos
+                                        try:
+                                            f_snapshot_id__2 = _dec_FetchResponse_SnapshotId_v12(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('snapshot_id')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('snapshot_id', 2, pos, t_end__2)
+                                pos = after__2
+                            obj__2 = _new(FetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.last_stable_offset = f_last_stable_offset__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.diverging_epoch = f_diverging_epoch__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.snapshot_id = f_snapshot_id__2
+                            obj__2.aborted_transactions = f_aborted_transactions__2
+                            obj__2.preferred_read_replica = f_preferred_read_replica__2
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchResponse_FetchableTopicResponse)
+                obj__1.topic = f_topic__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -3969,7 +5885,7 @@ def _dec_FetchResponse_v13(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3978,6 +5894,167 @@ def _dec_FetchResponse_v13(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_FetchableTopicResponse_v13 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 37:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 37, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v12 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 30:
+                                raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
+                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
+                            pos += 30
+                            if pos < end and buf[pos] < 128:
+                                n_aborted_transactions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_aborted_transactions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_aborted_transactions__2, pos = _w.read_uvarint(buf, pos, end, 'aborted_transactions')
+                                n_aborted_transactions__2 -= 1
+                            if n_aborted_transactions__2 == -1:
+                                f_aborted_transactions__2 = None
+                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 17:
+                                raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions__2, end, 17, 1)
+                            else:
+                                f_aborted_transactions__2 = []
+                                if n_aborted_transactions__2:
+                                    # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v12 reads it.
+                                    try:
+                                        for i__2 in range(n_aborted_transactions__2):
+                                            if end - pos < 16:
+                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
+                                            pos += 16
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(FetchResponse_AbortedTransaction)
+                                            obj__3.producer_id = f_producer_id__3
+                                            obj__3.first_offset = f_first_offset__3
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                            f_aborted_transactions__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("aborted_transactions[%d]" % i__2)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_preferred_read_replica, pos, end)
+                            f_preferred_read_replica__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
+                                n_records__2 -= 1
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
+                            d = _new(FetchResponse_EpochEndOffset)
+                            d.epoch = -1
+                            d.end_offset = -1
+                            d.unknown_tagged_fields = []
+                            f_diverging_epoch__2 = d
+                            d = _new(FetchResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            f_current_leader__2 = d
+                            d = _new(FetchResponse_SnapshotId)
+                            d.end_offset = -1
+                            d.epoch = -1
+                            d.unknown_tagged_fields = []
+                            f_snapshot_id__2 = d
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0, 1, 2))
+                                for tag__2, pos, t_end__2 in spans__2:
+                                    if tag__2 == 0:
+                                        cur.pos = pos
+                                        try:
+                                            f_diverging_epoch__2 = _dec_FetchResponse_EpochEndOffset_v12(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('diverging_epoch')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('diverging_epoch', 0, pos, t_end__2)
+                                    elif tag__2 == 1:
+                                        cur.pos = pos
+                                        try:
+                                            f_current_leader__2 = _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('current_leader')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('current_leader', 1, pos, t_end__2)
+                                    elif tag__2 == 2:
+                                        cur.pos = pos
+                                        try:
+                                            f_snapshot_id__2 = _dec_FetchResponse_SnapshotId_v12(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('snapshot_id')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('snapshot_id', 2, pos, t_end__2)
+                                pos = after__2
+                            obj__2 = _new(FetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.last_stable_offset = f_last_stable_offset__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.diverging_epoch = f_diverging_epoch__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.snapshot_id = f_snapshot_id__2
+                            obj__2.aborted_transactions = f_aborted_transactions__2
+                            obj__2.preferred_read_replica = f_preferred_read_replica__2
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchResponse_FetchableTopicResponse)
+                obj__1.topic = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -4059,7 +6136,7 @@ def _dec_FetchResponse_v16(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -4068,6 +6145,167 @@ def _dec_FetchResponse_v16(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_FetchableTopicResponse_v13 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 37:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 37, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v12 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 30:
+                                raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
+                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
+                            pos += 30
+                            if pos < end and buf[pos] < 128:
+                                n_aborted_transactions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_aborted_transactions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_aborted_transactions__2, pos = _w.read_uvarint(buf, pos, end, 'aborted_transactions')
+                                n_aborted_transactions__2 -= 1
+                            if n_aborted_transactions__2 == -1:
+                                f_aborted_transactions__2 = None
+                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 17:
+                                raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions__2, end, 17, 1)
+                            else:
+                                f_aborted_transactions__2 = []
+                                if n_aborted_transactions__2:
+                                    # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v12 reads it.
+                                    try:
+                                        for i__2 in range(n_aborted_transactions__2):
+                                            if end - pos < 16:
+                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
+                                            pos += 16
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(FetchResponse_AbortedTransaction)
+                                            obj__3.producer_id = f_producer_id__3
+                                            obj__3.first_offset = f_first_offset__3
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                            f_aborted_transactions__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("aborted_transactions[%d]" % i__2)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_preferred_read_replica, pos, end)
+                            f_preferred_read_replica__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
+                                n_records__2 -= 1
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
+                            d = _new(FetchResponse_EpochEndOffset)
+                            d.epoch = -1
+                            d.end_offset = -1
+                            d.unknown_tagged_fields = []
+                            f_diverging_epoch__2 = d
+                            d = _new(FetchResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            f_current_leader__2 = d
+                            d = _new(FetchResponse_SnapshotId)
+                            d.end_offset = -1
+                            d.epoch = -1
+                            d.unknown_tagged_fields = []
+                            f_snapshot_id__2 = d
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0, 1, 2))
+                                for tag__2, pos, t_end__2 in spans__2:
+                                    if tag__2 == 0:
+                                        cur.pos = pos
+                                        try:
+                                            f_diverging_epoch__2 = _dec_FetchResponse_EpochEndOffset_v12(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('diverging_epoch')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('diverging_epoch', 0, pos, t_end__2)
+                                    elif tag__2 == 1:
+                                        cur.pos = pos
+                                        try:
+                                            f_current_leader__2 = _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('current_leader')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('current_leader', 1, pos, t_end__2)
+                                    elif tag__2 == 2:
+                                        cur.pos = pos
+                                        try:
+                                            f_snapshot_id__2 = _dec_FetchResponse_SnapshotId_v12(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('snapshot_id')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('snapshot_id', 2, pos, t_end__2)
+                                pos = after__2
+                            obj__2 = _new(FetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.last_stable_offset = f_last_stable_offset__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.diverging_epoch = f_diverging_epoch__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.snapshot_id = f_snapshot_id__2
+                            obj__2.aborted_transactions = f_aborted_transactions__2
+                            obj__2.preferred_read_replica = f_preferred_read_replica__2
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchResponse_FetchableTopicResponse)
+                obj__1.topic = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     f_node_endpoints = []
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -4184,7 +6422,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -4200,7 +6438,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -4209,6 +6447,49 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 18:
+                    raise _w.short_run(_RUN_partition_index__records, pos, end)
+                f_partition_index__1, f_error_code__1, f_high_watermark__1, n_records__1 = _S_ihqi.unpack_from(buf, pos)
+                pos += 18
+                if 0 <= n_records__1 <= end - pos:
+                    f_records__1 = RecordSet(buf[pos:pos + n_records__1])
+                    pos += n_records__1
+                elif n_records__1 == -1:
+                    f_records__1 = None
+                else:
+                    raise _w.bad_sized('records', pos, n_records__1, end, 4, True)
+                obj__1 = _new(FetchResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.high_watermark = f_high_watermark__1
+                obj__1.last_stable_offset = -1
+                obj__1.log_start_offset = -1
+                d = _new(FetchResponse_EpochEndOffset)
+                d.epoch = -1
+                d.end_offset = -1
+                d.unknown_tagged_fields = []
+                obj__1.diverging_epoch = d
+                d = _new(FetchResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.current_leader = d
+                d = _new(FetchResponse_SnapshotId)
+                d.end_offset = -1
+                d.epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.snapshot_id = d
+                obj__1.aborted_transactions = []
+                obj__1.preferred_read_replica = -1
+                obj__1.records = f_records__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     else:
@@ -4274,7 +6555,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -4290,7 +6571,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 30:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 30, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -4299,6 +6580,74 @@ def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v4 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 26:
+                    raise _w.short_run(_RUN_partition_index__aborted_transactions, pos, end)
+                f_partition_index__1, f_error_code__1, f_high_watermark__1, f_last_stable_offset__1, n_aborted_transactions__1 = _S_ihqqi.unpack_from(buf, pos)
+                pos += 26
+                if n_aborted_transactions__1 == -1:
+                    f_aborted_transactions__1 = None
+                elif n_aborted_transactions__1 < 0 or n_aborted_transactions__1 > (end - pos) // 16:
+                    raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__1, end, 16, 4)
+                else:
+                    f_aborted_transactions__1 = []
+                    if n_aborted_transactions__1:
+                        # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v4 reads it.
+                        try:
+                            for i__1 in range(n_aborted_transactions__1):
+                                if end - pos < 16:
+                                    raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                f_producer_id__2, f_first_offset__2 = _S_qq.unpack_from(buf, pos)
+                                pos += 16
+                                obj__2 = _new(FetchResponse_AbortedTransaction)
+                                obj__2.producer_id = f_producer_id__2
+                                obj__2.first_offset = f_first_offset__2
+                                obj__2.unknown_tagged_fields = []
+                                f_aborted_transactions__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("aborted_transactions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_records, pos, end)
+                n_records__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_records__1 <= end - pos:
+                    f_records__1 = RecordSet(buf[pos:pos + n_records__1])
+                    pos += n_records__1
+                elif n_records__1 == -1:
+                    f_records__1 = None
+                else:
+                    raise _w.bad_sized('records', pos, n_records__1, end, 4, True)
+                obj__1 = _new(FetchResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.high_watermark = f_high_watermark__1
+                obj__1.last_stable_offset = f_last_stable_offset__1
+                obj__1.log_start_offset = -1
+                d = _new(FetchResponse_EpochEndOffset)
+                d.epoch = -1
+                d.end_offset = -1
+                d.unknown_tagged_fields = []
+                obj__1.diverging_epoch = d
+                d = _new(FetchResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.current_leader = d
+                d = _new(FetchResponse_SnapshotId)
+                d.end_offset = -1
+                d.epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.snapshot_id = d
+                obj__1.aborted_transactions = f_aborted_transactions__1
+                obj__1.preferred_read_replica = -1
+                obj__1.records = f_records__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     else:
@@ -4364,7 +6713,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -4380,7 +6729,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 38:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 38, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -4389,6 +6738,74 @@ def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v5 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 34:
+                    raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
+                f_partition_index__1, f_error_code__1, f_high_watermark__1, f_last_stable_offset__1, f_log_start_offset__1, n_aborted_transactions__1 = _S_ihqqqi.unpack_from(buf, pos)
+                pos += 34
+                if n_aborted_transactions__1 == -1:
+                    f_aborted_transactions__1 = None
+                elif n_aborted_transactions__1 < 0 or n_aborted_transactions__1 > (end - pos) // 16:
+                    raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__1, end, 16, 4)
+                else:
+                    f_aborted_transactions__1 = []
+                    if n_aborted_transactions__1:
+                        # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v4 reads it.
+                        try:
+                            for i__1 in range(n_aborted_transactions__1):
+                                if end - pos < 16:
+                                    raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                f_producer_id__2, f_first_offset__2 = _S_qq.unpack_from(buf, pos)
+                                pos += 16
+                                obj__2 = _new(FetchResponse_AbortedTransaction)
+                                obj__2.producer_id = f_producer_id__2
+                                obj__2.first_offset = f_first_offset__2
+                                obj__2.unknown_tagged_fields = []
+                                f_aborted_transactions__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("aborted_transactions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_records, pos, end)
+                n_records__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_records__1 <= end - pos:
+                    f_records__1 = RecordSet(buf[pos:pos + n_records__1])
+                    pos += n_records__1
+                elif n_records__1 == -1:
+                    f_records__1 = None
+                else:
+                    raise _w.bad_sized('records', pos, n_records__1, end, 4, True)
+                obj__1 = _new(FetchResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.high_watermark = f_high_watermark__1
+                obj__1.last_stable_offset = f_last_stable_offset__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                d = _new(FetchResponse_EpochEndOffset)
+                d.epoch = -1
+                d.end_offset = -1
+                d.unknown_tagged_fields = []
+                obj__1.diverging_epoch = d
+                d = _new(FetchResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.current_leader = d
+                d = _new(FetchResponse_SnapshotId)
+                d.end_offset = -1
+                d.epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.snapshot_id = d
+                obj__1.aborted_transactions = f_aborted_transactions__1
+                obj__1.preferred_read_replica = -1
+                obj__1.records = f_records__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     else:
@@ -4454,7 +6871,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -4470,7 +6887,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 42:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 42, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -4479,6 +6896,74 @@ def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v11 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 34:
+                    raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
+                f_partition_index__1, f_error_code__1, f_high_watermark__1, f_last_stable_offset__1, f_log_start_offset__1, n_aborted_transactions__1 = _S_ihqqqi.unpack_from(buf, pos)
+                pos += 34
+                if n_aborted_transactions__1 == -1:
+                    f_aborted_transactions__1 = None
+                elif n_aborted_transactions__1 < 0 or n_aborted_transactions__1 > (end - pos) // 16:
+                    raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__1, end, 16, 4)
+                else:
+                    f_aborted_transactions__1 = []
+                    if n_aborted_transactions__1:
+                        # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v4 reads it.
+                        try:
+                            for i__1 in range(n_aborted_transactions__1):
+                                if end - pos < 16:
+                                    raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                f_producer_id__2, f_first_offset__2 = _S_qq.unpack_from(buf, pos)
+                                pos += 16
+                                obj__2 = _new(FetchResponse_AbortedTransaction)
+                                obj__2.producer_id = f_producer_id__2
+                                obj__2.first_offset = f_first_offset__2
+                                obj__2.unknown_tagged_fields = []
+                                f_aborted_transactions__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("aborted_transactions[%d]" % i__1)
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_preferred_read_replica__records, pos, end)
+                f_preferred_read_replica__1, n_records__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if 0 <= n_records__1 <= end - pos:
+                    f_records__1 = RecordSet(buf[pos:pos + n_records__1])
+                    pos += n_records__1
+                elif n_records__1 == -1:
+                    f_records__1 = None
+                else:
+                    raise _w.bad_sized('records', pos, n_records__1, end, 4, True)
+                obj__1 = _new(FetchResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.high_watermark = f_high_watermark__1
+                obj__1.last_stable_offset = f_last_stable_offset__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                d = _new(FetchResponse_EpochEndOffset)
+                d.epoch = -1
+                d.end_offset = -1
+                d.unknown_tagged_fields = []
+                obj__1.diverging_epoch = d
+                d = _new(FetchResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.current_leader = d
+                d = _new(FetchResponse_SnapshotId)
+                d.end_offset = -1
+                d.epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.snapshot_id = d
+                obj__1.aborted_transactions = f_aborted_transactions__1
+                obj__1.preferred_read_replica = f_preferred_read_replica__1
+                obj__1.records = f_records__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     else:
@@ -4552,7 +7037,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -4576,7 +7061,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 37:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 37, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -4585,6 +7070,134 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v12 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 30:
+                    raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
+                f_partition_index__1, f_error_code__1, f_high_watermark__1, f_last_stable_offset__1, f_log_start_offset__1 = _S_ihqqq.unpack_from(buf, pos)
+                pos += 30
+                if pos < end and buf[pos] < 128:
+                    n_aborted_transactions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_aborted_transactions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_aborted_transactions__1, pos = _w.read_uvarint(buf, pos, end, 'aborted_transactions')
+                    n_aborted_transactions__1 -= 1
+                if n_aborted_transactions__1 == -1:
+                    f_aborted_transactions__1 = None
+                elif n_aborted_transactions__1 < 0 or n_aborted_transactions__1 > (end - pos) // 17:
+                    raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions__1, end, 17, 1)
+                else:
+                    f_aborted_transactions__1 = []
+                    if n_aborted_transactions__1:
+                        # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v12 reads it.
+                        try:
+                            for i__1 in range(n_aborted_transactions__1):
+                                if end - pos < 16:
+                                    raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                f_producer_id__2, f_first_offset__2 = _S_qq.unpack_from(buf, pos)
+                                pos += 16
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(FetchResponse_AbortedTransaction)
+                                obj__2.producer_id = f_producer_id__2
+                                obj__2.first_offset = f_first_offset__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_aborted_transactions__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("aborted_transactions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_preferred_read_replica, pos, end)
+                f_preferred_read_replica__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_records__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_records__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_records__1, pos = _w.read_uvarint(buf, pos, end, 'records')
+                    n_records__1 -= 1
+                if 0 <= n_records__1 <= end - pos:
+                    f_records__1 = RecordSet(buf[pos:pos + n_records__1])
+                    pos += n_records__1
+                elif n_records__1 == -1:
+                    f_records__1 = None
+                else:
+                    raise _w.bad_sized('records', pos, n_records__1, end, 1, True)
+                d = _new(FetchResponse_EpochEndOffset)
+                d.epoch = -1
+                d.end_offset = -1
+                d.unknown_tagged_fields = []
+                f_diverging_epoch__1 = d
+                d = _new(FetchResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                f_current_leader__1 = d
+                d = _new(FetchResponse_SnapshotId)
+                d.end_offset = -1
+                d.epoch = -1
+                d.unknown_tagged_fields = []
+                f_snapshot_id__1 = d
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0, 1, 2))
+                    for tag__1, pos, t_end__1 in spans__1:
+                        if tag__1 == 0:
+                            cur.pos = pos
+                            try:
+                                f_diverging_epoch__1 = _dec_FetchResponse_EpochEndOffset_v12(buf, cur, t_end__1)
+                            except DecodeError as exc:
+                                raise exc.within('diverging_epoch')
+                            pos = cur.pos
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('diverging_epoch', 0, pos, t_end__1)
+                        elif tag__1 == 1:
+                            cur.pos = pos
+                            try:
+                                f_current_leader__1 = _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, t_end__1)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('current_leader', 1, pos, t_end__1)
+                        elif tag__1 == 2:
+                            cur.pos = pos
+                            try:
+                                f_snapshot_id__1 = _dec_FetchResponse_SnapshotId_v12(buf, cur, t_end__1)
+                            except DecodeError as exc:
+                                raise exc.within('snapshot_id')
+                            pos = cur.pos
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('snapshot_id', 2, pos, t_end__1)
+                    pos = after__1
+                obj__1 = _new(FetchResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.high_watermark = f_high_watermark__1
+                obj__1.last_stable_offset = f_last_stable_offset__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.diverging_epoch = f_diverging_epoch__1
+                obj__1.current_leader = f_current_leader__1
+                obj__1.snapshot_id = f_snapshot_id__1
+                obj__1.aborted_transactions = f_aborted_transactions__1
+                obj__1.preferred_read_replica = f_preferred_read_replica__1
+                obj__1.records = f_records__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -4669,7 +7282,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 37:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 37, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -4678,6 +7291,134 @@ def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchResponse_PartitionData_v12 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 30:
+                    raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
+                f_partition_index__1, f_error_code__1, f_high_watermark__1, f_last_stable_offset__1, f_log_start_offset__1 = _S_ihqqq.unpack_from(buf, pos)
+                pos += 30
+                if pos < end and buf[pos] < 128:
+                    n_aborted_transactions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_aborted_transactions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_aborted_transactions__1, pos = _w.read_uvarint(buf, pos, end, 'aborted_transactions')
+                    n_aborted_transactions__1 -= 1
+                if n_aborted_transactions__1 == -1:
+                    f_aborted_transactions__1 = None
+                elif n_aborted_transactions__1 < 0 or n_aborted_transactions__1 > (end - pos) // 17:
+                    raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions__1, end, 17, 1)
+                else:
+                    f_aborted_transactions__1 = []
+                    if n_aborted_transactions__1:
+                        # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v12 reads it.
+                        try:
+                            for i__1 in range(n_aborted_transactions__1):
+                                if end - pos < 16:
+                                    raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                f_producer_id__2, f_first_offset__2 = _S_qq.unpack_from(buf, pos)
+                                pos += 16
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(FetchResponse_AbortedTransaction)
+                                obj__2.producer_id = f_producer_id__2
+                                obj__2.first_offset = f_first_offset__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_aborted_transactions__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("aborted_transactions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_preferred_read_replica, pos, end)
+                f_preferred_read_replica__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_records__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_records__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_records__1, pos = _w.read_uvarint(buf, pos, end, 'records')
+                    n_records__1 -= 1
+                if 0 <= n_records__1 <= end - pos:
+                    f_records__1 = RecordSet(buf[pos:pos + n_records__1])
+                    pos += n_records__1
+                elif n_records__1 == -1:
+                    f_records__1 = None
+                else:
+                    raise _w.bad_sized('records', pos, n_records__1, end, 1, True)
+                d = _new(FetchResponse_EpochEndOffset)
+                d.epoch = -1
+                d.end_offset = -1
+                d.unknown_tagged_fields = []
+                f_diverging_epoch__1 = d
+                d = _new(FetchResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                f_current_leader__1 = d
+                d = _new(FetchResponse_SnapshotId)
+                d.end_offset = -1
+                d.epoch = -1
+                d.unknown_tagged_fields = []
+                f_snapshot_id__1 = d
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0, 1, 2))
+                    for tag__1, pos, t_end__1 in spans__1:
+                        if tag__1 == 0:
+                            cur.pos = pos
+                            try:
+                                f_diverging_epoch__1 = _dec_FetchResponse_EpochEndOffset_v12(buf, cur, t_end__1)
+                            except DecodeError as exc:
+                                raise exc.within('diverging_epoch')
+                            pos = cur.pos
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('diverging_epoch', 0, pos, t_end__1)
+                        elif tag__1 == 1:
+                            cur.pos = pos
+                            try:
+                                f_current_leader__1 = _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, t_end__1)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('current_leader', 1, pos, t_end__1)
+                        elif tag__1 == 2:
+                            cur.pos = pos
+                            try:
+                                f_snapshot_id__1 = _dec_FetchResponse_SnapshotId_v12(buf, cur, t_end__1)
+                            except DecodeError as exc:
+                                raise exc.within('snapshot_id')
+                            pos = cur.pos
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('snapshot_id', 2, pos, t_end__1)
+                    pos = after__1
+                obj__1 = _new(FetchResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.high_watermark = f_high_watermark__1
+                obj__1.last_stable_offset = f_last_stable_offset__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.diverging_epoch = f_diverging_epoch__1
+                obj__1.current_leader = f_current_leader__1
+                obj__1.snapshot_id = f_snapshot_id__1
+                obj__1.aborted_transactions = f_aborted_transactions__1
+                obj__1.preferred_read_replica = f_preferred_read_replica__1
+                obj__1.records = f_records__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -4845,7 +7586,7 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions, end, 16, 4)
     else:
         f_aborted_transactions = []
-        if cython.compiled or n_aborted_transactions:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -4854,6 +7595,21 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("aborted_transactions[%d]" % i)
             pos = cur.pos
+        elif n_aborted_transactions:
+            # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v4 reads it.
+            try:
+                for i in range(n_aborted_transactions):
+                    if end - pos < 16:
+                        raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                    f_producer_id__1, f_first_offset__1 = _S_qq.unpack_from(buf, pos)
+                    pos += 16
+                    obj__1 = _new(FetchResponse_AbortedTransaction)
+                    obj__1.producer_id = f_producer_id__1
+                    obj__1.first_offset = f_first_offset__1
+                    obj__1.unknown_tagged_fields = []
+                    f_aborted_transactions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_records, pos, end)
     if cython.compiled:
@@ -4989,7 +7745,7 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions, end, 16, 4)
     else:
         f_aborted_transactions = []
-        if cython.compiled or n_aborted_transactions:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -4998,6 +7754,21 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("aborted_transactions[%d]" % i)
             pos = cur.pos
+        elif n_aborted_transactions:
+            # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v4 reads it.
+            try:
+                for i in range(n_aborted_transactions):
+                    if end - pos < 16:
+                        raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                    f_producer_id__1, f_first_offset__1 = _S_qq.unpack_from(buf, pos)
+                    pos += 16
+                    obj__1 = _new(FetchResponse_AbortedTransaction)
+                    obj__1.producer_id = f_producer_id__1
+                    obj__1.first_offset = f_first_offset__1
+                    obj__1.unknown_tagged_fields = []
+                    f_aborted_transactions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_records, pos, end)
     if cython.compiled:
@@ -5134,7 +7905,7 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions, end, 16, 4)
     else:
         f_aborted_transactions = []
-        if cython.compiled or n_aborted_transactions:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -5143,6 +7914,21 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("aborted_transactions[%d]" % i)
             pos = cur.pos
+        elif n_aborted_transactions:
+            # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v4 reads it.
+            try:
+                for i in range(n_aborted_transactions):
+                    if end - pos < 16:
+                        raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                    f_producer_id__1, f_first_offset__1 = _S_qq.unpack_from(buf, pos)
+                    pos += 16
+                    obj__1 = _new(FetchResponse_AbortedTransaction)
+                    obj__1.producer_id = f_producer_id__1
+                    obj__1.first_offset = f_first_offset__1
+                    obj__1.unknown_tagged_fields = []
+                    f_aborted_transactions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
     if end - pos < 8:
         raise _w.short_run(_RUN_preferred_read_replica__records, pos, end)
     if cython.compiled:
@@ -5293,7 +8079,7 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions, end, 17, 1)
     else:
         f_aborted_transactions = []
-        if cython.compiled or n_aborted_transactions:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -5302,6 +8088,26 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("aborted_transactions[%d]" % i)
             pos = cur.pos
+        elif n_aborted_transactions:
+            # Each element read inline (pure Python only), as _dec_FetchResponse_AbortedTransaction_v12 reads it.
+            try:
+                for i in range(n_aborted_transactions):
+                    if end - pos < 16:
+                        raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                    f_producer_id__1, f_first_offset__1 = _S_qq.unpack_from(buf, pos)
+                    pos += 16
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(FetchResponse_AbortedTransaction)
+                    obj__1.producer_id = f_producer_id__1
+                    obj__1.first_offset = f_first_offset__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_aborted_transactions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_preferred_read_replica, pos, end)
     if cython.compiled:
@@ -5730,7 +8536,7 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -5765,7 +8571,7 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack

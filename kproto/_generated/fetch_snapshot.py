@@ -96,7 +96,7 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -105,6 +105,84 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchSnapshotRequest_TopicSnapshot_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 30:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 30, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchSnapshotRequest_PartitionSnapshot_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
+                            f_partition__2, f_current_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            cur.pos = pos
+                            try:
+                                f_snapshot_id__2 = _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('snapshot_id')
+                            pos = cur.pos
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_position, pos, end)
+                            f_position__2 = _S_q.unpack_from(buf, pos)[0]
+                            pos += 8
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(FetchSnapshotRequest_PartitionSnapshot)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.snapshot_id = f_snapshot_id__2
+                            obj__2.position = f_position__2
+                            obj__2.replica_directory_id = _w.ZERO_UUID
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchSnapshotRequest_TopicSnapshot)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     f_cluster_id = None
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -135,7 +213,7 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
                         try:
-                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
                         except UnicodeDecodeError as exc:
                             raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
@@ -240,7 +318,7 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -249,6 +327,94 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchSnapshotRequest_TopicSnapshot_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 30:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 30, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchSnapshotRequest_PartitionSnapshot_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
+                            f_partition__2, f_current_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            cur.pos = pos
+                            try:
+                                f_snapshot_id__2 = _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('snapshot_id')
+                            pos = cur.pos
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_position, pos, end)
+                            f_position__2 = _S_q.unpack_from(buf, pos)[0]
+                            pos += 8
+                            f_replica_directory_id__2 = _w.ZERO_UUID
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
+                                for tag__2, pos, t_end__2 in spans__2:
+                                    if tag__2 == 0:
+                                        if t_end__2 - pos < 16:
+                                            raise _w.short_read('replica_directory_id', pos, 16, t_end__2)
+                                        f_replica_directory_id__2 = _w.uuid_at(buf, pos)
+                                        pos += 16
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end__2)
+                                pos = after__2
+                            obj__2 = _new(FetchSnapshotRequest_PartitionSnapshot)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.snapshot_id = f_snapshot_id__2
+                            obj__2.position = f_position__2
+                            obj__2.replica_directory_id = f_replica_directory_id__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchSnapshotRequest_TopicSnapshot)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     f_cluster_id = None
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -279,7 +445,7 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
                         try:
-                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
                         except UnicodeDecodeError as exc:
                             raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
@@ -380,7 +546,7 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -404,7 +570,7 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 30:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 30, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -413,6 +579,39 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchSnapshotRequest_PartitionSnapshot_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
+                f_partition__1, f_current_leader_epoch__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                cur.pos = pos
+                try:
+                    f_snapshot_id__1 = _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end)
+                except DecodeError as exc:
+                    raise exc.within('snapshot_id')
+                pos = cur.pos
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_position, pos, end)
+                f_position__1 = _S_q.unpack_from(buf, pos)[0]
+                pos += 8
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchSnapshotRequest_PartitionSnapshot)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = f_current_leader_epoch__1
+                obj__1.snapshot_id = f_snapshot_id__1
+                obj__1.position = f_position__1
+                obj__1.replica_directory_id = _w.ZERO_UUID
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -496,7 +695,7 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -520,7 +719,7 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 30:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 30, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -529,6 +728,49 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchSnapshotRequest_PartitionSnapshot_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
+                f_partition__1, f_current_leader_epoch__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                cur.pos = pos
+                try:
+                    f_snapshot_id__1 = _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end)
+                except DecodeError as exc:
+                    raise exc.within('snapshot_id')
+                pos = cur.pos
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_position, pos, end)
+                f_position__1 = _S_q.unpack_from(buf, pos)[0]
+                pos += 8
+                f_replica_directory_id__1 = _w.ZERO_UUID
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0,))
+                    for tag__1, pos, t_end__1 in spans__1:
+                        if tag__1 == 0:
+                            if t_end__1 - pos < 16:
+                                raise _w.short_read('replica_directory_id', pos, 16, t_end__1)
+                            f_replica_directory_id__1 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end__1)
+                    pos = after__1
+                obj__1 = _new(FetchSnapshotRequest_PartitionSnapshot)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = f_current_leader_epoch__1
+                obj__1.snapshot_id = f_snapshot_id__1
+                obj__1.position = f_position__1
+                obj__1.replica_directory_id = f_replica_directory_id__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -806,7 +1048,7 @@ def _dec_FetchSnapshotResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -815,6 +1057,116 @@ def _dec_FetchSnapshotResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchSnapshotResponse_TopicSnapshot_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 37:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 37, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchSnapshotResponse_PartitionSnapshot_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_index__error_code, pos, end)
+                            f_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            cur.pos = pos
+                            try:
+                                f_snapshot_id__2 = _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('snapshot_id')
+                            pos = cur.pos
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_size__position, pos, end)
+                            f_size__2, f_position__2 = _S_qq.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_unaligned_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_unaligned_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_unaligned_records__2, pos = _w.read_uvarint(buf, pos, end, 'unaligned_records')
+                                n_unaligned_records__2 -= 1
+                            if 0 <= n_unaligned_records__2 <= end - pos:
+                                f_unaligned_records__2 = RecordSet(buf[pos:pos + n_unaligned_records__2])
+                                pos += n_unaligned_records__2
+                            else:
+                                raise _w.bad_sized('unaligned_records', pos, n_unaligned_records__2, end, 1, False)
+                            d = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
+                            d.leader_id = 0
+                            d.leader_epoch = 0
+                            d.unknown_tagged_fields = []
+                            f_current_leader__2 = d
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
+                                for tag__2, pos, t_end__2 in spans__2:
+                                    if tag__2 == 0:
+                                        cur.pos = pos
+                                        try:
+                                            f_current_leader__2 = _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('current_leader')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('current_leader', 0, pos, t_end__2)
+                                pos = after__2
+                            obj__2 = _new(FetchSnapshotResponse_PartitionSnapshot)
+                            obj__2.index = f_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.snapshot_id = f_snapshot_id__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.size = f_size__2
+                            obj__2.position = f_position__2
+                            obj__2.unaligned_records = f_unaligned_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchSnapshotResponse_TopicSnapshot)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -893,7 +1245,7 @@ def _dec_FetchSnapshotResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -902,6 +1254,116 @@ def _dec_FetchSnapshotResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_FetchSnapshotResponse_TopicSnapshot_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 37:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 37, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_FetchSnapshotResponse_PartitionSnapshot_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_index__error_code, pos, end)
+                            f_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            cur.pos = pos
+                            try:
+                                f_snapshot_id__2 = _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('snapshot_id')
+                            pos = cur.pos
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_size__position, pos, end)
+                            f_size__2, f_position__2 = _S_qq.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_unaligned_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_unaligned_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_unaligned_records__2, pos = _w.read_uvarint(buf, pos, end, 'unaligned_records')
+                                n_unaligned_records__2 -= 1
+                            if 0 <= n_unaligned_records__2 <= end - pos:
+                                f_unaligned_records__2 = RecordSet(buf[pos:pos + n_unaligned_records__2])
+                                pos += n_unaligned_records__2
+                            else:
+                                raise _w.bad_sized('unaligned_records', pos, n_unaligned_records__2, end, 1, False)
+                            d = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
+                            d.leader_id = 0
+                            d.leader_epoch = 0
+                            d.unknown_tagged_fields = []
+                            f_current_leader__2 = d
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
+                                for tag__2, pos, t_end__2 in spans__2:
+                                    if tag__2 == 0:
+                                        cur.pos = pos
+                                        try:
+                                            f_current_leader__2 = _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('current_leader')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('current_leader', 0, pos, t_end__2)
+                                pos = after__2
+                            obj__2 = _new(FetchSnapshotResponse_PartitionSnapshot)
+                            obj__2.index = f_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.snapshot_id = f_snapshot_id__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.size = f_size__2
+                            obj__2.position = f_position__2
+                            obj__2.unaligned_records = f_unaligned_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchSnapshotResponse_TopicSnapshot)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     f_node_endpoints = []
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1024,7 +1486,7 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1048,7 +1510,7 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 37:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 37, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1057,6 +1519,71 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_FetchSnapshotResponse_PartitionSnapshot_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_index__error_code, pos, end)
+                f_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                cur.pos = pos
+                try:
+                    f_snapshot_id__1 = _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end)
+                except DecodeError as exc:
+                    raise exc.within('snapshot_id')
+                pos = cur.pos
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_size__position, pos, end)
+                f_size__1, f_position__1 = _S_qq.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_unaligned_records__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_unaligned_records__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_unaligned_records__1, pos = _w.read_uvarint(buf, pos, end, 'unaligned_records')
+                    n_unaligned_records__1 -= 1
+                if 0 <= n_unaligned_records__1 <= end - pos:
+                    f_unaligned_records__1 = RecordSet(buf[pos:pos + n_unaligned_records__1])
+                    pos += n_unaligned_records__1
+                else:
+                    raise _w.bad_sized('unaligned_records', pos, n_unaligned_records__1, end, 1, False)
+                d = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
+                d.leader_id = 0
+                d.leader_epoch = 0
+                d.unknown_tagged_fields = []
+                f_current_leader__1 = d
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0,))
+                    for tag__1, pos, t_end__1 in spans__1:
+                        if tag__1 == 0:
+                            cur.pos = pos
+                            try:
+                                f_current_leader__1 = _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, t_end__1)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('current_leader', 0, pos, t_end__1)
+                    pos = after__1
+                obj__1 = _new(FetchSnapshotResponse_PartitionSnapshot)
+                obj__1.index = f_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.snapshot_id = f_snapshot_id__1
+                obj__1.current_leader = f_current_leader__1
+                obj__1.size = f_size__1
+                obj__1.position = f_position__1
+                obj__1.unaligned_records = f_unaligned_records__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1369,7 +1896,7 @@ def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host

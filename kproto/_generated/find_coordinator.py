@@ -83,7 +83,7 @@ def _dec_FindCoordinatorRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
             try:
-                f_key = buf[pos:pos + n_key].decode()
+                f_key = buf[pos:pos + n_key].decode() if n_key else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
@@ -146,7 +146,7 @@ def _dec_FindCoordinatorRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
             try:
-                f_key = buf[pos:pos + n_key].decode()
+                f_key = buf[pos:pos + n_key].decode() if n_key else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
@@ -227,7 +227,7 @@ def _dec_FindCoordinatorRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
             try:
-                f_key = buf[pos:pos + n_key].decode()
+                f_key = buf[pos:pos + n_key].decode() if n_key else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
@@ -345,7 +345,7 @@ def _dec_FindCoordinatorRequest_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "coordinator_keys[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("coordinator_keys[%d]" % i, pos, exc) from None
         f_coordinator_keys.append(s)
@@ -426,7 +426,7 @@ def _dec_FindCoordinatorResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -507,7 +507,7 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -530,7 +530,7 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -644,7 +644,7 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -681,7 +681,7 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -809,7 +809,7 @@ def _dec_FindCoordinatorResponse_v4(buf, cur, end):
     if n_coordinators < 0 or n_coordinators > (end - pos) // 14:
         raise _w.bad_count('coordinators', pos - 1, n_coordinators, end, 14, 1)
     f_coordinators = []
-    if cython.compiled or n_coordinators:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -818,6 +818,87 @@ def _dec_FindCoordinatorResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("coordinators[%d]" % i)
         pos = cur.pos
+    elif n_coordinators:
+        # Each element read inline (pure Python only), as _dec_FindCoordinatorResponse_Coordinator_v4 reads it.
+        try:
+            for i in range(n_coordinators):
+                if pos < end and buf[pos] < 128:
+                    n_key__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_key__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_key__1, pos = _w.read_uvarint(buf, pos, end, 'key')
+                    n_key__1 -= 1
+                if 0 <= n_key__1 <= end - pos:
+                    try:
+                        f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('key', pos, exc) from None
+                    pos += n_key__1
+                else:
+                    raise _w.bad_sized('key', pos, n_key__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_port__error_code, pos, end)
+                f_port__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FindCoordinatorResponse_Coordinator)
+                obj__1.key = f_key__1
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_coordinators.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("coordinators[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -900,7 +981,7 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
             try:
-                f_key = buf[pos:pos + n_key].decode()
+                f_key = buf[pos:pos + n_key].decode() if n_key else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
@@ -935,7 +1016,7 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -971,7 +1052,7 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

@@ -191,7 +191,7 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "requested_metrics[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("requested_metrics[%d]" % i, pos, exc) from None
         f_requested_metrics.append(s)

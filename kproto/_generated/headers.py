@@ -114,7 +114,7 @@ def _dec_RequestHeader_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
             try:
-                f_client_id = buf[pos:pos + n_client_id].decode()
+                f_client_id = buf[pos:pos + n_client_id].decode() if n_client_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
@@ -182,7 +182,7 @@ def _dec_RequestHeader_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
             try:
-                f_client_id = buf[pos:pos + n_client_id].decode()
+                f_client_id = buf[pos:pos + n_client_id].decode() if n_client_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id

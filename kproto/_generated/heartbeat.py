@@ -76,7 +76,7 @@ def _dec_HeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -97,7 +97,7 @@ def _dec_HeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -178,7 +178,7 @@ def _dec_HeartbeatRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -199,7 +199,7 @@ def _dec_HeartbeatRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -219,7 +219,7 @@ def _dec_HeartbeatRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -326,7 +326,7 @@ def _dec_HeartbeatRequest_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -361,7 +361,7 @@ def _dec_HeartbeatRequest_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -389,7 +389,7 @@ def _dec_HeartbeatRequest_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id

@@ -82,7 +82,7 @@ def _dec_IncrementalAlterConfigsRequest_v0(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    if cython.compiled or n_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -91,6 +91,75 @@ def _dec_IncrementalAlterConfigsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("resources[%d]" % i)
         pos = cur.pos
+    elif n_resources:
+        # Each element read inline (pure Python only), as _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0 reads it.
+        try:
+            for i in range(n_resources):
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_configs, pos, end)
+                n_configs__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_configs__1 < 0 or n_configs__1 > (end - pos) // 5:
+                    raise _w.bad_count('configs', pos - 4, n_configs__1, end, 5, 4)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline (pure Python only), as _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0 reads it.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 3:
+                                raise _w.short_run(_RUN_config_operation__value, pos, end)
+                            f_config_operation__2, n_value__2 = _S_bh.unpack_from(buf, pos)
+                            pos += 3
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                            obj__2 = _new(IncrementalAlterConfigsRequest_AlterableConfig)
+                            obj__2.name = f_name__2
+                            obj__2.config_operation = f_config_operation__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = []
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                obj__1 = _new(IncrementalAlterConfigsRequest_AlterConfigsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = []
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -156,7 +225,7 @@ def _dec_IncrementalAlterConfigsRequest_v1(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 4:
         raise _w.bad_count('resources', pos - 1, n_resources, end, 4, 1)
     f_resources = []
-    if cython.compiled or n_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -165,6 +234,113 @@ def _dec_IncrementalAlterConfigsRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("resources[%d]" % i)
         pos = cur.pos
+    elif n_resources:
+        # Each element read inline (pure Python only), as _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1 reads it.
+        try:
+            for i in range(n_resources):
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_type, pos, end)
+                f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_configs__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_configs__1, pos = _w.read_uvarint(buf, pos, end, 'configs')
+                    n_configs__1 -= 1
+                if n_configs__1 < 0 or n_configs__1 > (end - pos) // 4:
+                    raise _w.bad_count('configs', pos - 1, n_configs__1, end, 4, 1)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline (pure Python only), as _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1 reads it.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_config_operation, pos, end)
+                            f_config_operation__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if pos < end and buf[pos] < 128:
+                                n_value__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(IncrementalAlterConfigsRequest_AlterableConfig)
+                            obj__2.name = f_name__2
+                            obj__2.config_operation = f_config_operation__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(IncrementalAlterConfigsRequest_AlterConfigsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configs = f_configs__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -237,7 +413,7 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -253,7 +429,7 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 5:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 5, 4)
     f_configs = []
-    if cython.compiled or n_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -262,6 +438,44 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("configs[%d]" % i)
         pos = cur.pos
+    elif n_configs:
+        # Each element read inline (pure Python only), as _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0 reads it.
+        try:
+            for i in range(n_configs):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_config_operation__value, pos, end)
+                f_config_operation__1, n_value__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 2, True)
+                obj__1 = _new(IncrementalAlterConfigsRequest_AlterableConfig)
+                obj__1.name = f_name__1
+                obj__1.config_operation = f_config_operation__1
+                obj__1.value = f_value__1
+                obj__1.unknown_tagged_fields = []
+                f_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
     if cython.compiled:
         obj = IncrementalAlterConfigsRequest_AlterConfigsResource.__new__(IncrementalAlterConfigsRequest_AlterConfigsResource)
     else:
@@ -343,7 +557,7 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -367,7 +581,7 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 4:
         raise _w.bad_count('configs', pos - 1, n_configs, end, 4, 1)
     f_configs = []
-    if cython.compiled or n_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -376,6 +590,63 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("configs[%d]" % i)
         pos = cur.pos
+    elif n_configs:
+        # Each element read inline (pure Python only), as _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1 reads it.
+        try:
+            for i in range(n_configs):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_config_operation, pos, end)
+                f_config_operation__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_value__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                    n_value__1 -= 1
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                elif n_value__1 == -1:
+                    f_value__1 = None
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(IncrementalAlterConfigsRequest_AlterableConfig)
+                obj__1.name = f_name__1
+                obj__1.config_operation = f_config_operation__1
+                obj__1.value = f_value__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -457,7 +728,7 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -478,7 +749,7 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -566,7 +837,7 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -601,7 +872,7 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -693,7 +964,7 @@ def _dec_IncrementalAlterConfigsResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 7:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 7, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -702,6 +973,45 @@ def _dec_IncrementalAlterConfigsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                pos += 3
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                obj__1 = _new(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if cython.compiled:
         obj = IncrementalAlterConfigsResponse.__new__(IncrementalAlterConfigsResponse)
     else:
@@ -760,7 +1070,7 @@ def _dec_IncrementalAlterConfigsResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 6, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -769,6 +1079,68 @@ def _dec_IncrementalAlterConfigsResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_type, pos, end)
+                f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -831,7 +1203,7 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cu
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -854,7 +1226,7 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cu
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -949,7 +1321,7 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -986,7 +1358,7 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name

@@ -80,7 +80,7 @@ def _dec_InitProducerIdRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -172,7 +172,7 @@ def _dec_InitProducerIdRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -274,7 +274,7 @@ def _dec_InitProducerIdRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -376,7 +376,7 @@ def _dec_InitProducerIdRequest_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id

@@ -93,7 +93,7 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -114,7 +114,7 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -134,7 +134,7 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -150,7 +150,7 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 6:
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
     f_protocols = []
-    if cython.compiled or n_protocols:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -159,6 +159,38 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("protocols[%d]" % i)
         pos = cur.pos
+    elif n_protocols:
+        # Each element read inline (pure Python only), as _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0 reads it.
+        try:
+            for i in range(n_protocols):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_metadata, pos, end)
+                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_metadata__1 <= end - pos:
+                    f_metadata__1 = buf[pos:pos + n_metadata__1]
+                    pos += n_metadata__1
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
+                obj__1 = _new(JoinGroupRequest_JoinGroupRequestProtocol)
+                obj__1.name = f_name__1
+                obj__1.metadata = f_metadata__1
+                obj__1.unknown_tagged_fields = []
+                f_protocols.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
     if cython.compiled:
         obj = JoinGroupRequest.__new__(JoinGroupRequest)
     else:
@@ -268,7 +300,7 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -290,7 +322,7 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -310,7 +342,7 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -326,7 +358,7 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 6:
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
     f_protocols = []
-    if cython.compiled or n_protocols:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -335,6 +367,38 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("protocols[%d]" % i)
         pos = cur.pos
+    elif n_protocols:
+        # Each element read inline (pure Python only), as _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0 reads it.
+        try:
+            for i in range(n_protocols):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_metadata, pos, end)
+                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_metadata__1 <= end - pos:
+                    f_metadata__1 = buf[pos:pos + n_metadata__1]
+                    pos += n_metadata__1
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
+                obj__1 = _new(JoinGroupRequest_JoinGroupRequestProtocol)
+                obj__1.name = f_name__1
+                obj__1.metadata = f_metadata__1
+                obj__1.unknown_tagged_fields = []
+                f_protocols.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
     if cython.compiled:
         obj = JoinGroupRequest.__new__(JoinGroupRequest)
     else:
@@ -445,7 +509,7 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -467,7 +531,7 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -487,7 +551,7 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -509,7 +573,7 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -525,7 +589,7 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 6:
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
     f_protocols = []
-    if cython.compiled or n_protocols:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -534,6 +598,38 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("protocols[%d]" % i)
         pos = cur.pos
+    elif n_protocols:
+        # Each element read inline (pure Python only), as _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0 reads it.
+        try:
+            for i in range(n_protocols):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_metadata, pos, end)
+                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_metadata__1 <= end - pos:
+                    f_metadata__1 = buf[pos:pos + n_metadata__1]
+                    pos += n_metadata__1
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
+                obj__1 = _new(JoinGroupRequest_JoinGroupRequestProtocol)
+                obj__1.name = f_name__1
+                obj__1.metadata = f_metadata__1
+                obj__1.unknown_tagged_fields = []
+                f_protocols.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
     if cython.compiled:
         obj = JoinGroupRequest.__new__(JoinGroupRequest)
     else:
@@ -668,7 +764,7 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -704,7 +800,7 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -732,7 +828,7 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -762,7 +858,7 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -786,7 +882,7 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 3:
         raise _w.bad_count('protocols', pos - 1, n_protocols, end, 3, 1)
     f_protocols = []
-    if cython.compiled or n_protocols:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -795,6 +891,53 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("protocols[%d]" % i)
         pos = cur.pos
+    elif n_protocols:
+        # Each element read inline (pure Python only), as _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6 reads it.
+        try:
+            for i in range(n_protocols):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                    n_metadata__1 -= 1
+                if 0 <= n_metadata__1 <= end - pos:
+                    f_metadata__1 = buf[pos:pos + n_metadata__1]
+                    pos += n_metadata__1
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(JoinGroupRequest_JoinGroupRequestProtocol)
+                obj__1.name = f_name__1
+                obj__1.metadata = f_metadata__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_protocols.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -947,7 +1090,7 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -983,7 +1126,7 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1011,7 +1154,7 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -1041,7 +1184,7 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -1065,7 +1208,7 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 3:
         raise _w.bad_count('protocols', pos - 1, n_protocols, end, 3, 1)
     f_protocols = []
-    if cython.compiled or n_protocols:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1074,6 +1217,53 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("protocols[%d]" % i)
         pos = cur.pos
+    elif n_protocols:
+        # Each element read inline (pure Python only), as _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6 reads it.
+        try:
+            for i in range(n_protocols):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                    n_metadata__1 -= 1
+                if 0 <= n_metadata__1 <= end - pos:
+                    f_metadata__1 = buf[pos:pos + n_metadata__1]
+                    pos += n_metadata__1
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(JoinGroupRequest_JoinGroupRequestProtocol)
+                obj__1.name = f_name__1
+                obj__1.metadata = f_metadata__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_protocols.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_reason = buf[pos] - 1
         pos += 1
@@ -1096,7 +1286,7 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_reason, 'reason')
         else:
             try:
-                f_reason = buf[pos:pos + n_reason].decode()
+                f_reason = buf[pos:pos + n_reason].decode() if n_reason else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('reason', pos, exc) from None
         pos += n_reason
@@ -1267,7 +1457,7 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1360,7 +1550,7 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1466,7 +1656,7 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
             try:
-                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
@@ -1486,7 +1676,7 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
             try:
-                f_leader = buf[pos:pos + n_leader].decode()
+                f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
@@ -1506,7 +1696,7 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1522,7 +1712,7 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 6:
         raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1531,6 +1721,39 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_JoinGroupResponse_JoinGroupResponseMember_v0 reads it.
+        try:
+            for i in range(n_members):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_member_id, pos, end)
+                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_metadata, pos, end)
+                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_metadata__1 <= end - pos:
+                    f_metadata__1 = buf[pos:pos + n_metadata__1]
+                    pos += n_metadata__1
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
+                obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = None
+                obj__1.metadata = f_metadata__1
+                obj__1.unknown_tagged_fields = []
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if cython.compiled:
         obj = JoinGroupResponse.__new__(JoinGroupResponse)
     else:
@@ -1645,7 +1868,7 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
             try:
-                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
@@ -1665,7 +1888,7 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
             try:
-                f_leader = buf[pos:pos + n_leader].decode()
+                f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
@@ -1685,7 +1908,7 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1701,7 +1924,7 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 6:
         raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1710,6 +1933,39 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_JoinGroupResponse_JoinGroupResponseMember_v0 reads it.
+        try:
+            for i in range(n_members):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_member_id, pos, end)
+                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_metadata, pos, end)
+                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_metadata__1 <= end - pos:
+                    f_metadata__1 = buf[pos:pos + n_metadata__1]
+                    pos += n_metadata__1
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
+                obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = None
+                obj__1.metadata = f_metadata__1
+                obj__1.unknown_tagged_fields = []
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if cython.compiled:
         obj = JoinGroupResponse.__new__(JoinGroupResponse)
     else:
@@ -1825,7 +2081,7 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
             try:
-                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
@@ -1845,7 +2101,7 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
             try:
-                f_leader = buf[pos:pos + n_leader].decode()
+                f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
@@ -1865,7 +2121,7 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1881,7 +2137,7 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 8:
         raise _w.bad_count('members', pos - 4, n_members, end, 8, 4)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1890,6 +2146,53 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_JoinGroupResponse_JoinGroupResponseMember_v5 reads it.
+        try:
+            for i in range(n_members):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_member_id, pos, end)
+                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_group_instance_id, pos, end)
+                n_group_instance_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 2, True)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_metadata, pos, end)
+                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_metadata__1 <= end - pos:
+                    f_metadata__1 = buf[pos:pos + n_metadata__1]
+                    pos += n_metadata__1
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
+                obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.metadata = f_metadata__1
+                obj__1.unknown_tagged_fields = []
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if cython.compiled:
         obj = JoinGroupResponse.__new__(JoinGroupResponse)
     else:
@@ -2019,7 +2322,7 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
             try:
-                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
@@ -2047,7 +2350,7 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
             try:
-                f_leader = buf[pos:pos + n_leader].decode()
+                f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
@@ -2075,7 +2378,7 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -2099,7 +2402,7 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2108,6 +2411,73 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_JoinGroupResponse_JoinGroupResponseMember_v6 reads it.
+        try:
+            for i in range(n_members):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_instance_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                    n_group_instance_id__1 -= 1
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                    n_metadata__1 -= 1
+                if 0 <= n_metadata__1 <= end - pos:
+                    f_metadata__1 = buf[pos:pos + n_metadata__1]
+                    pos += n_metadata__1
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.metadata = f_metadata__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2254,7 +2624,7 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -2284,7 +2654,7 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
             try:
-                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
@@ -2314,7 +2684,7 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
             try:
-                f_leader = buf[pos:pos + n_leader].decode()
+                f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
@@ -2342,7 +2712,7 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -2366,7 +2736,7 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2375,6 +2745,73 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_JoinGroupResponse_JoinGroupResponseMember_v6 reads it.
+        try:
+            for i in range(n_members):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_instance_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                    n_group_instance_id__1 -= 1
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                    n_metadata__1 -= 1
+                if 0 <= n_metadata__1 <= end - pos:
+                    f_metadata__1 = buf[pos:pos + n_metadata__1]
+                    pos += n_metadata__1
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.metadata = f_metadata__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2540,7 +2977,7 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -2570,7 +3007,7 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
             try:
-                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
@@ -2600,7 +3037,7 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
             try:
-                f_leader = buf[pos:pos + n_leader].decode()
+                f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
@@ -2638,7 +3075,7 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -2662,7 +3099,7 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2671,6 +3108,73 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_JoinGroupResponse_JoinGroupResponseMember_v6 reads it.
+        try:
+            for i in range(n_members):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_instance_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                    n_group_instance_id__1 -= 1
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                    n_metadata__1 -= 1
+                if 0 <= n_metadata__1 <= end - pos:
+                    f_metadata__1 = buf[pos:pos + n_metadata__1]
+                    pos += n_metadata__1
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.metadata = f_metadata__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2822,7 +3326,7 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -2908,7 +3412,7 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -2928,7 +3432,7 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -3042,7 +3546,7 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -3070,7 +3574,7 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id

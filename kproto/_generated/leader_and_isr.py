@@ -105,7 +105,7 @@ def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    if cython.compiled or n_ungrouped_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -114,6 +114,61 @@ def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("ungrouped_partition_states[%d]" % i)
         pos = cur.pos
+    elif n_ungrouped_partition_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0 reads it.
+        try:
+            for i in range(n_ungrouped_partition_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 20:
+                    raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                pos += 20
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
+                f_partition_epoch__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.replicas = f_replicas__1
+                obj__1.adding_replicas = []
+                obj__1.removing_replicas = []
+                obj__1.is_new = False
+                obj__1.leader_recovery_state = 0
+                obj__1.unknown_tagged_fields = []
+                f_ungrouped_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -124,7 +179,7 @@ def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    if cython.compiled or n_live_leaders:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -133,6 +188,34 @@ def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_leaders[%d]" % i)
         pos = cur.pos
+    elif n_live_leaders:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0 reads it.
+        try:
+            for i in range(n_live_leaders):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_broker_id__host_name, pos, end)
+                f_broker_id__1, n_host_name__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host_name__1 <= end - pos:
+                    try:
+                        f_host_name__1 = buf[pos:pos + n_host_name__1].decode() if n_host_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_name', pos, exc) from None
+                    pos += n_host_name__1
+                else:
+                    raise _w.bad_sized('host_name', pos, n_host_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+                obj__1.broker_id = f_broker_id__1
+                obj__1.host_name = f_host_name__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = []
+                f_live_leaders.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
     if cython.compiled:
         obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
     else:
@@ -203,7 +286,7 @@ def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 31:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 31, 4)
     f_ungrouped_partition_states = []
-    if cython.compiled or n_ungrouped_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -212,6 +295,68 @@ def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("ungrouped_partition_states[%d]" % i)
         pos = cur.pos
+    elif n_ungrouped_partition_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1 reads it.
+        try:
+            for i in range(n_ungrouped_partition_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 20:
+                    raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                pos += 20
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
+                f_partition_epoch__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_new, pos, end)
+                f_is_new__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_new__1 != 0 and f_is_new__1 != 1:
+                    raise _w.bad_bool('is_new', pos - 1, f_is_new__1)
+                b_is_new__1 = f_is_new__1 == 1
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.replicas = f_replicas__1
+                obj__1.adding_replicas = []
+                obj__1.removing_replicas = []
+                obj__1.is_new = b_is_new__1
+                obj__1.leader_recovery_state = 0
+                obj__1.unknown_tagged_fields = []
+                f_ungrouped_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -222,7 +367,7 @@ def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    if cython.compiled or n_live_leaders:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -231,6 +376,34 @@ def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_leaders[%d]" % i)
         pos = cur.pos
+    elif n_live_leaders:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0 reads it.
+        try:
+            for i in range(n_live_leaders):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_broker_id__host_name, pos, end)
+                f_broker_id__1, n_host_name__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host_name__1 <= end - pos:
+                    try:
+                        f_host_name__1 = buf[pos:pos + n_host_name__1].decode() if n_host_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_name', pos, exc) from None
+                    pos += n_host_name__1
+                else:
+                    raise _w.bad_sized('host_name', pos, n_host_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+                obj__1.broker_id = f_broker_id__1
+                obj__1.host_name = f_host_name__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = []
+                f_live_leaders.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
     if cython.compiled:
         obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
     else:
@@ -302,7 +475,7 @@ def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 6:
         raise _w.bad_count('topic_states', pos - 4, n_topic_states, end, 6, 4)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -311,6 +484,87 @@ def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2 reads it.
+        try:
+            for i in range(n_topic_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_states, pos, end)
+                n_partition_states__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 29:
+                    raise _w.bad_count('partition_states', pos - 4, n_partition_states__1, end, 29, 4)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 20:
+                                raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                            f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2, n_isr__2 = _S_iiiii.unpack_from(buf, pos)
+                            pos += 20
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 4, n_isr__2, end, 4, 4)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
+                            f_partition_epoch__2, n_replicas__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 4, n_replicas__2, end, 4, 4)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_is_new, pos, end)
+                            f_is_new__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if f_is_new__2 != 0 and f_is_new__2 != 1:
+                                raise _w.bad_bool('is_new', pos - 1, f_is_new__2)
+                            b_is_new__2 = f_is_new__2 == 1
+                            obj__2 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                            obj__2.topic_name = ''
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.controller_epoch = f_controller_epoch__2
+                            obj__2.leader = f_leader__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.adding_replicas = []
+                            obj__2.removing_replicas = []
+                            obj__2.is_new = b_is_new__2
+                            obj__2.leader_recovery_state = 0
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = []
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -321,7 +575,7 @@ def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    if cython.compiled or n_live_leaders:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -330,6 +584,34 @@ def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_leaders[%d]" % i)
         pos = cur.pos
+    elif n_live_leaders:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0 reads it.
+        try:
+            for i in range(n_live_leaders):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_broker_id__host_name, pos, end)
+                f_broker_id__1, n_host_name__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host_name__1 <= end - pos:
+                    try:
+                        f_host_name__1 = buf[pos:pos + n_host_name__1].decode() if n_host_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_name', pos, exc) from None
+                    pos += n_host_name__1
+                else:
+                    raise _w.bad_sized('host_name', pos, n_host_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+                obj__1.broker_id = f_broker_id__1
+                obj__1.host_name = f_host_name__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = []
+                f_live_leaders.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
     if cython.compiled:
         obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
     else:
@@ -402,7 +684,7 @@ def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 6:
         raise _w.bad_count('topic_states', pos - 4, n_topic_states, end, 6, 4)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -411,6 +693,109 @@ def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3 reads it.
+        try:
+            for i in range(n_topic_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_states, pos, end)
+                n_partition_states__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 37:
+                    raise _w.bad_count('partition_states', pos - 4, n_partition_states__1, end, 37, 4)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 20:
+                                raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                            f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2, n_isr__2 = _S_iiiii.unpack_from(buf, pos)
+                            pos += 20
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 4, n_isr__2, end, 4, 4)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
+                            f_partition_epoch__2, n_replicas__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 4, n_replicas__2, end, 4, 4)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_adding_replicas, pos, end)
+                            n_adding_replicas__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_adding_replicas__2 < 0 or n_adding_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('adding_replicas', pos - 4, n_adding_replicas__2, end, 4, 4)
+                            if n_adding_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_adding_replicas__2 = list(_A_i[n_adding_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_adding_replicas__2 = list(_unpack_from(">%di" % n_adding_replicas__2, buf, pos))
+                            pos += n_adding_replicas__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_removing_replicas, pos, end)
+                            n_removing_replicas__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_removing_replicas__2 < 0 or n_removing_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('removing_replicas', pos - 4, n_removing_replicas__2, end, 4, 4)
+                            if n_removing_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_removing_replicas__2 = list(_A_i[n_removing_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_removing_replicas__2 = list(_unpack_from(">%di" % n_removing_replicas__2, buf, pos))
+                            pos += n_removing_replicas__2 * 4
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_is_new, pos, end)
+                            f_is_new__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if f_is_new__2 != 0 and f_is_new__2 != 1:
+                                raise _w.bad_bool('is_new', pos - 1, f_is_new__2)
+                            b_is_new__2 = f_is_new__2 == 1
+                            obj__2 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                            obj__2.topic_name = ''
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.controller_epoch = f_controller_epoch__2
+                            obj__2.leader = f_leader__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.adding_replicas = f_adding_replicas__2
+                            obj__2.removing_replicas = f_removing_replicas__2
+                            obj__2.is_new = b_is_new__2
+                            obj__2.leader_recovery_state = 0
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = []
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -421,7 +806,7 @@ def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    if cython.compiled or n_live_leaders:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -430,6 +815,34 @@ def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_leaders[%d]" % i)
         pos = cur.pos
+    elif n_live_leaders:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0 reads it.
+        try:
+            for i in range(n_live_leaders):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_broker_id__host_name, pos, end)
+                f_broker_id__1, n_host_name__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host_name__1 <= end - pos:
+                    try:
+                        f_host_name__1 = buf[pos:pos + n_host_name__1].decode() if n_host_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_name', pos, exc) from None
+                    pos += n_host_name__1
+                else:
+                    raise _w.bad_sized('host_name', pos, n_host_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+                obj__1.broker_id = f_broker_id__1
+                obj__1.host_name = f_host_name__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = []
+                f_live_leaders.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
     if cython.compiled:
         obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
     else:
@@ -516,7 +929,7 @@ def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -525,6 +938,157 @@ def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4 reads it.
+        try:
+            for i in range(n_topic_states):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_states__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                    n_partition_states__1 -= 1
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 26:
+                    raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 26, 1)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2 = _S_iiii.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                n_isr__2 -= 1
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_epoch, pos, end)
+                            f_partition_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_adding_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_adding_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_adding_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
+                                n_adding_replicas__2 -= 1
+                            if n_adding_replicas__2 < 0 or n_adding_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas__2, end, 4, 1)
+                            if n_adding_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_adding_replicas__2 = list(_A_i[n_adding_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_adding_replicas__2 = list(_unpack_from(">%di" % n_adding_replicas__2, buf, pos))
+                            pos += n_adding_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_removing_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_removing_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_removing_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
+                                n_removing_replicas__2 -= 1
+                            if n_removing_replicas__2 < 0 or n_removing_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas__2, end, 4, 1)
+                            if n_removing_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_removing_replicas__2 = list(_A_i[n_removing_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_removing_replicas__2 = list(_unpack_from(">%di" % n_removing_replicas__2, buf, pos))
+                            pos += n_removing_replicas__2 * 4
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_is_new, pos, end)
+                            f_is_new__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if f_is_new__2 != 0 and f_is_new__2 != 1:
+                                raise _w.bad_bool('is_new', pos - 1, f_is_new__2)
+                            b_is_new__2 = f_is_new__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                            obj__2.topic_name = ''
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.controller_epoch = f_controller_epoch__2
+                            obj__2.leader = f_leader__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.adding_replicas = f_adding_replicas__2
+                            obj__2.removing_replicas = f_removing_replicas__2
+                            obj__2.is_new = b_is_new__2
+                            obj__2.leader_recovery_state = 0
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -543,7 +1107,7 @@ def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    if cython.compiled or n_live_leaders:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -552,6 +1116,48 @@ def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_leaders[%d]" % i)
         pos = cur.pos
+    elif n_live_leaders:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4 reads it.
+        try:
+            for i in range(n_live_leaders):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_broker_id, pos, end)
+                f_broker_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host_name__1, pos = _w.read_uvarint(buf, pos, end, 'host_name')
+                    n_host_name__1 -= 1
+                if 0 <= n_host_name__1 <= end - pos:
+                    try:
+                        f_host_name__1 = buf[pos:pos + n_host_name__1].decode() if n_host_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_name', pos, exc) from None
+                    pos += n_host_name__1
+                else:
+                    raise _w.bad_sized('host_name', pos, n_host_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+                obj__1.broker_id = f_broker_id__1
+                obj__1.host_name = f_host_name__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_live_leaders.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -654,7 +1260,7 @@ def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -663,6 +1269,161 @@ def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5 reads it.
+        try:
+            for i in range(n_topic_states):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partition_states__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                    n_partition_states__1 -= 1
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 26:
+                    raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 26, 1)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2 = _S_iiii.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                n_isr__2 -= 1
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_epoch, pos, end)
+                            f_partition_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_adding_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_adding_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_adding_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
+                                n_adding_replicas__2 -= 1
+                            if n_adding_replicas__2 < 0 or n_adding_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas__2, end, 4, 1)
+                            if n_adding_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_adding_replicas__2 = list(_A_i[n_adding_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_adding_replicas__2 = list(_unpack_from(">%di" % n_adding_replicas__2, buf, pos))
+                            pos += n_adding_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_removing_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_removing_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_removing_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
+                                n_removing_replicas__2 -= 1
+                            if n_removing_replicas__2 < 0 or n_removing_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas__2, end, 4, 1)
+                            if n_removing_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_removing_replicas__2 = list(_A_i[n_removing_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_removing_replicas__2 = list(_unpack_from(">%di" % n_removing_replicas__2, buf, pos))
+                            pos += n_removing_replicas__2 * 4
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_is_new, pos, end)
+                            f_is_new__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if f_is_new__2 != 0 and f_is_new__2 != 1:
+                                raise _w.bad_bool('is_new', pos - 1, f_is_new__2)
+                            b_is_new__2 = f_is_new__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                            obj__2.topic_name = ''
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.controller_epoch = f_controller_epoch__2
+                            obj__2.leader = f_leader__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.adding_replicas = f_adding_replicas__2
+                            obj__2.removing_replicas = f_removing_replicas__2
+                            obj__2.is_new = b_is_new__2
+                            obj__2.leader_recovery_state = 0
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -681,7 +1442,7 @@ def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    if cython.compiled or n_live_leaders:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -690,6 +1451,48 @@ def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_leaders[%d]" % i)
         pos = cur.pos
+    elif n_live_leaders:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4 reads it.
+        try:
+            for i in range(n_live_leaders):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_broker_id, pos, end)
+                f_broker_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host_name__1, pos = _w.read_uvarint(buf, pos, end, 'host_name')
+                    n_host_name__1 -= 1
+                if 0 <= n_host_name__1 <= end - pos:
+                    try:
+                        f_host_name__1 = buf[pos:pos + n_host_name__1].decode() if n_host_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_name', pos, exc) from None
+                    pos += n_host_name__1
+                else:
+                    raise _w.bad_sized('host_name', pos, n_host_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+                obj__1.broker_id = f_broker_id__1
+                obj__1.host_name = f_host_name__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_live_leaders.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -791,7 +1594,7 @@ def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -800,6 +1603,161 @@ def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6 reads it.
+        try:
+            for i in range(n_topic_states):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partition_states__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                    n_partition_states__1 -= 1
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 27:
+                    raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 27, 1)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2 = _S_iiii.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                n_isr__2 -= 1
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_epoch, pos, end)
+                            f_partition_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_adding_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_adding_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_adding_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
+                                n_adding_replicas__2 -= 1
+                            if n_adding_replicas__2 < 0 or n_adding_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas__2, end, 4, 1)
+                            if n_adding_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_adding_replicas__2 = list(_A_i[n_adding_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_adding_replicas__2 = list(_unpack_from(">%di" % n_adding_replicas__2, buf, pos))
+                            pos += n_adding_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_removing_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_removing_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_removing_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
+                                n_removing_replicas__2 -= 1
+                            if n_removing_replicas__2 < 0 or n_removing_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas__2, end, 4, 1)
+                            if n_removing_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_removing_replicas__2 = list(_A_i[n_removing_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_removing_replicas__2 = list(_unpack_from(">%di" % n_removing_replicas__2, buf, pos))
+                            pos += n_removing_replicas__2 * 4
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_is_new__leader_recovery_state, pos, end)
+                            f_is_new__2, f_leader_recovery_state__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            if f_is_new__2 != 0 and f_is_new__2 != 1:
+                                raise _w.bad_bool('is_new', pos - 2, f_is_new__2)
+                            b_is_new__2 = f_is_new__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                            obj__2.topic_name = ''
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.controller_epoch = f_controller_epoch__2
+                            obj__2.leader = f_leader__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.adding_replicas = f_adding_replicas__2
+                            obj__2.removing_replicas = f_removing_replicas__2
+                            obj__2.is_new = b_is_new__2
+                            obj__2.leader_recovery_state = f_leader_recovery_state__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -818,7 +1776,7 @@ def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    if cython.compiled or n_live_leaders:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -827,6 +1785,48 @@ def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_leaders[%d]" % i)
         pos = cur.pos
+    elif n_live_leaders:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4 reads it.
+        try:
+            for i in range(n_live_leaders):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_broker_id, pos, end)
+                f_broker_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host_name__1, pos = _w.read_uvarint(buf, pos, end, 'host_name')
+                    n_host_name__1 -= 1
+                if 0 <= n_host_name__1 <= end - pos:
+                    try:
+                        f_host_name__1 = buf[pos:pos + n_host_name__1].decode() if n_host_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_name', pos, exc) from None
+                    pos += n_host_name__1
+                else:
+                    raise _w.bad_sized('host_name', pos, n_host_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+                obj__1.broker_id = f_broker_id__1
+                obj__1.host_name = f_host_name__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_live_leaders.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -932,7 +1932,7 @@ def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -941,6 +1941,161 @@ def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6 reads it.
+        try:
+            for i in range(n_topic_states):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partition_states__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                    n_partition_states__1 -= 1
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 27:
+                    raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 27, 1)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2 = _S_iiii.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                n_isr__2 -= 1
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_epoch, pos, end)
+                            f_partition_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_adding_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_adding_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_adding_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
+                                n_adding_replicas__2 -= 1
+                            if n_adding_replicas__2 < 0 or n_adding_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas__2, end, 4, 1)
+                            if n_adding_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_adding_replicas__2 = list(_A_i[n_adding_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_adding_replicas__2 = list(_unpack_from(">%di" % n_adding_replicas__2, buf, pos))
+                            pos += n_adding_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_removing_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_removing_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_removing_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
+                                n_removing_replicas__2 -= 1
+                            if n_removing_replicas__2 < 0 or n_removing_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas__2, end, 4, 1)
+                            if n_removing_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_removing_replicas__2 = list(_A_i[n_removing_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_removing_replicas__2 = list(_unpack_from(">%di" % n_removing_replicas__2, buf, pos))
+                            pos += n_removing_replicas__2 * 4
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_is_new__leader_recovery_state, pos, end)
+                            f_is_new__2, f_leader_recovery_state__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            if f_is_new__2 != 0 and f_is_new__2 != 1:
+                                raise _w.bad_bool('is_new', pos - 2, f_is_new__2)
+                            b_is_new__2 = f_is_new__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                            obj__2.topic_name = ''
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.controller_epoch = f_controller_epoch__2
+                            obj__2.leader = f_leader__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.adding_replicas = f_adding_replicas__2
+                            obj__2.removing_replicas = f_removing_replicas__2
+                            obj__2.is_new = b_is_new__2
+                            obj__2.leader_recovery_state = f_leader_recovery_state__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -959,7 +2114,7 @@ def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    if cython.compiled or n_live_leaders:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -968,6 +2123,48 @@ def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_leaders[%d]" % i)
         pos = cur.pos
+    elif n_live_leaders:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4 reads it.
+        try:
+            for i in range(n_live_leaders):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_broker_id, pos, end)
+                f_broker_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host_name__1, pos = _w.read_uvarint(buf, pos, end, 'host_name')
+                    n_host_name__1 -= 1
+                if 0 <= n_host_name__1 <= end - pos:
+                    try:
+                        f_host_name__1 = buf[pos:pos + n_host_name__1].decode() if n_host_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_name', pos, exc) from None
+                    pos += n_host_name__1
+                else:
+                    raise _w.bad_sized('host_name', pos, n_host_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+                obj__1.broker_id = f_broker_id__1
+                obj__1.host_name = f_host_name__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_live_leaders.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1054,7 +2251,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -1198,7 +2395,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -2163,7 +3360,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -2179,7 +3376,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 29:
         raise _w.bad_count('partition_states', pos - 4, n_partition_states, end, 29, 4)
     f_partition_states = []
-    if cython.compiled or n_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2188,6 +3385,56 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_states[%d]" % i)
         pos = cur.pos
+    elif n_partition_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2 reads it.
+        try:
+            for i in range(n_partition_states):
+                if end - pos < 20:
+                    raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                pos += 20
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
+                f_partition_epoch__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_new, pos, end)
+                f_is_new__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_new__1 != 0 and f_is_new__1 != 1:
+                    raise _w.bad_bool('is_new', pos - 1, f_is_new__1)
+                b_is_new__1 = f_is_new__1 == 1
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                obj__1.topic_name = ''
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.replicas = f_replicas__1
+                obj__1.adding_replicas = []
+                obj__1.removing_replicas = []
+                obj__1.is_new = b_is_new__1
+                obj__1.leader_recovery_state = 0
+                obj__1.unknown_tagged_fields = []
+                f_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
     if cython.compiled:
         obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     else:
@@ -2253,7 +3500,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -2269,7 +3516,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 37:
         raise _w.bad_count('partition_states', pos - 4, n_partition_states, end, 37, 4)
     f_partition_states = []
-    if cython.compiled or n_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2278,6 +3525,78 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_states[%d]" % i)
         pos = cur.pos
+    elif n_partition_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3 reads it.
+        try:
+            for i in range(n_partition_states):
+                if end - pos < 20:
+                    raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                pos += 20
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
+                f_partition_epoch__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_adding_replicas, pos, end)
+                n_adding_replicas__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_adding_replicas__1 < 0 or n_adding_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('adding_replicas', pos - 4, n_adding_replicas__1, end, 4, 4)
+                if n_adding_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_adding_replicas__1 = list(_A_i[n_adding_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_adding_replicas__1 = list(_unpack_from(">%di" % n_adding_replicas__1, buf, pos))
+                pos += n_adding_replicas__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_removing_replicas, pos, end)
+                n_removing_replicas__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_removing_replicas__1 < 0 or n_removing_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('removing_replicas', pos - 4, n_removing_replicas__1, end, 4, 4)
+                if n_removing_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_removing_replicas__1 = list(_A_i[n_removing_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_removing_replicas__1 = list(_unpack_from(">%di" % n_removing_replicas__1, buf, pos))
+                pos += n_removing_replicas__1 * 4
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_new, pos, end)
+                f_is_new__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_new__1 != 0 and f_is_new__1 != 1:
+                    raise _w.bad_bool('is_new', pos - 1, f_is_new__1)
+                b_is_new__1 = f_is_new__1 == 1
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                obj__1.topic_name = ''
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.replicas = f_replicas__1
+                obj__1.adding_replicas = f_adding_replicas__1
+                obj__1.removing_replicas = f_removing_replicas__1
+                obj__1.is_new = b_is_new__1
+                obj__1.leader_recovery_state = 0
+                obj__1.unknown_tagged_fields = []
+                f_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
     if cython.compiled:
         obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     else:
@@ -2351,7 +3670,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -2375,7 +3694,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 26:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 26, 1)
     f_partition_states = []
-    if cython.compiled or n_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2384,6 +3703,111 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_states[%d]" % i)
         pos = cur.pos
+    elif n_partition_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4 reads it.
+        try:
+            for i in range(n_partition_states):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1 = _S_iiii.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_isr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr__1, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                    n_isr__1 -= 1
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 1, n_isr__1, end, 4, 1)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_epoch, pos, end)
+                f_partition_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                    n_replicas__1 -= 1
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 1, n_replicas__1, end, 4, 1)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_adding_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_adding_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_adding_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
+                    n_adding_replicas__1 -= 1
+                if n_adding_replicas__1 < 0 or n_adding_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas__1, end, 4, 1)
+                if n_adding_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_adding_replicas__1 = list(_A_i[n_adding_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_adding_replicas__1 = list(_unpack_from(">%di" % n_adding_replicas__1, buf, pos))
+                pos += n_adding_replicas__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_removing_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_removing_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_removing_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
+                    n_removing_replicas__1 -= 1
+                if n_removing_replicas__1 < 0 or n_removing_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas__1, end, 4, 1)
+                if n_removing_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_removing_replicas__1 = list(_A_i[n_removing_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_removing_replicas__1 = list(_unpack_from(">%di" % n_removing_replicas__1, buf, pos))
+                pos += n_removing_replicas__1 * 4
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_new, pos, end)
+                f_is_new__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_new__1 != 0 and f_is_new__1 != 1:
+                    raise _w.bad_bool('is_new', pos - 1, f_is_new__1)
+                b_is_new__1 = f_is_new__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                obj__1.topic_name = ''
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.replicas = f_replicas__1
+                obj__1.adding_replicas = f_adding_replicas__1
+                obj__1.removing_replicas = f_removing_replicas__1
+                obj__1.is_new = b_is_new__1
+                obj__1.leader_recovery_state = 0
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2468,7 +3892,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -2496,7 +3920,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 26:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 26, 1)
     f_partition_states = []
-    if cython.compiled or n_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2505,6 +3929,111 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_states[%d]" % i)
         pos = cur.pos
+    elif n_partition_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4 reads it.
+        try:
+            for i in range(n_partition_states):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1 = _S_iiii.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_isr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr__1, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                    n_isr__1 -= 1
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 1, n_isr__1, end, 4, 1)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_epoch, pos, end)
+                f_partition_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                    n_replicas__1 -= 1
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 1, n_replicas__1, end, 4, 1)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_adding_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_adding_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_adding_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
+                    n_adding_replicas__1 -= 1
+                if n_adding_replicas__1 < 0 or n_adding_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas__1, end, 4, 1)
+                if n_adding_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_adding_replicas__1 = list(_A_i[n_adding_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_adding_replicas__1 = list(_unpack_from(">%di" % n_adding_replicas__1, buf, pos))
+                pos += n_adding_replicas__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_removing_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_removing_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_removing_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
+                    n_removing_replicas__1 -= 1
+                if n_removing_replicas__1 < 0 or n_removing_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas__1, end, 4, 1)
+                if n_removing_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_removing_replicas__1 = list(_A_i[n_removing_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_removing_replicas__1 = list(_unpack_from(">%di" % n_removing_replicas__1, buf, pos))
+                pos += n_removing_replicas__1 * 4
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_new, pos, end)
+                f_is_new__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_new__1 != 0 and f_is_new__1 != 1:
+                    raise _w.bad_bool('is_new', pos - 1, f_is_new__1)
+                b_is_new__1 = f_is_new__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                obj__1.topic_name = ''
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.replicas = f_replicas__1
+                obj__1.adding_replicas = f_adding_replicas__1
+                obj__1.removing_replicas = f_removing_replicas__1
+                obj__1.is_new = b_is_new__1
+                obj__1.leader_recovery_state = 0
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2590,7 +4119,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -2618,7 +4147,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 27:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 27, 1)
     f_partition_states = []
-    if cython.compiled or n_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2627,6 +4156,111 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_states[%d]" % i)
         pos = cur.pos
+    elif n_partition_states:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6 reads it.
+        try:
+            for i in range(n_partition_states):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1 = _S_iiii.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_isr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr__1, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                    n_isr__1 -= 1
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 1, n_isr__1, end, 4, 1)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_epoch, pos, end)
+                f_partition_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                    n_replicas__1 -= 1
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 1, n_replicas__1, end, 4, 1)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_adding_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_adding_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_adding_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
+                    n_adding_replicas__1 -= 1
+                if n_adding_replicas__1 < 0 or n_adding_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas__1, end, 4, 1)
+                if n_adding_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_adding_replicas__1 = list(_A_i[n_adding_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_adding_replicas__1 = list(_unpack_from(">%di" % n_adding_replicas__1, buf, pos))
+                pos += n_adding_replicas__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_removing_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_removing_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_removing_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
+                    n_removing_replicas__1 -= 1
+                if n_removing_replicas__1 < 0 or n_removing_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas__1, end, 4, 1)
+                if n_removing_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_removing_replicas__1 = list(_A_i[n_removing_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_removing_replicas__1 = list(_unpack_from(">%di" % n_removing_replicas__1, buf, pos))
+                pos += n_removing_replicas__1 * 4
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_is_new__leader_recovery_state, pos, end)
+                f_is_new__1, f_leader_recovery_state__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                if f_is_new__1 != 0 and f_is_new__1 != 1:
+                    raise _w.bad_bool('is_new', pos - 2, f_is_new__1)
+                b_is_new__1 = f_is_new__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                obj__1.topic_name = ''
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.partition_epoch = f_partition_epoch__1
+                obj__1.replicas = f_replicas__1
+                obj__1.adding_replicas = f_adding_replicas__1
+                obj__1.removing_replicas = f_removing_replicas__1
+                obj__1.is_new = b_is_new__1
+                obj__1.leader_recovery_state = f_leader_recovery_state__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2705,7 +4339,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host_name, 'host_name')
         else:
             try:
-                f_host_name = buf[pos:pos + n_host_name].decode()
+                f_host_name = buf[pos:pos + n_host_name].decode() if n_host_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host_name', pos, exc) from None
         pos += n_host_name
@@ -2792,7 +4426,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host_name, 'host_name')
         else:
             try:
-                f_host_name = buf[pos:pos + n_host_name].decode()
+                f_host_name = buf[pos:pos + n_host_name].decode() if n_host_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host_name', pos, exc) from None
         pos += n_host_name
@@ -2875,7 +4509,7 @@ def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8, 4)
     f_partition_errors = []
-    if cython.compiled or n_partition_errors:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2884,6 +4518,34 @@ def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_errors[%d]" % i)
         pos = cur.pos
+    elif n_partition_errors:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0 reads it.
+        try:
+            for i in range(n_partition_errors):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                obj__1 = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = []
+                f_partition_errors.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
     if cython.compiled:
         obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
     else:
@@ -2945,7 +4607,7 @@ def _dec_LeaderAndIsrResponse_v4(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 1, n_partition_errors, end, 8, 1)
     f_partition_errors = []
-    if cython.compiled or n_partition_errors:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2954,6 +4616,44 @@ def _dec_LeaderAndIsrResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_errors[%d]" % i)
         pos = cur.pos
+    elif n_partition_errors:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4 reads it.
+        try:
+            for i in range(n_partition_errors):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_errors.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -3029,7 +4729,7 @@ def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3038,6 +4738,59 @@ def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partition_errors__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_errors__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_errors__1, pos = _w.read_uvarint(buf, pos, end, 'partition_errors')
+                    n_partition_errors__1 -= 1
+                if n_partition_errors__1 < 0 or n_partition_errors__1 > (end - pos) // 7:
+                    raise _w.bad_count('partition_errors', pos - 1, n_partition_errors__1, end, 7, 1)
+                f_partition_errors__1 = []
+                if n_partition_errors__1:
+                    # Each element read inline (pure Python only), as _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5 reads it.
+                    try:
+                        for i__1 in range(n_partition_errors__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+                            obj__2.topic_name = ''
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_errors__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_errors[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrResponse_LeaderAndIsrTopicError)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partition_errors = f_partition_errors__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -3102,7 +4855,7 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -3183,7 +4936,7 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -3318,7 +5071,7 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 7:
         raise _w.bad_count('partition_errors', pos - 1, n_partition_errors, end, 7, 1)
     f_partition_errors = []
-    if cython.compiled or n_partition_errors:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3327,6 +5080,27 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_errors[%d]" % i)
         pos = cur.pos
+    elif n_partition_errors:
+        # Each element read inline (pure Python only), as _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5 reads it.
+        try:
+            for i in range(n_partition_errors):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+                obj__1.topic_name = ''
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_errors.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -78,7 +78,7 @@ def _dec_LeaveGroupRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -98,7 +98,7 @@ def _dec_LeaveGroupRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -177,7 +177,7 @@ def _dec_LeaveGroupRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -193,7 +193,7 @@ def _dec_LeaveGroupRequest_v3(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 4, n_members, end, 4, 4)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -202,6 +202,44 @@ def _dec_LeaveGroupRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_LeaveGroupRequest_MemberIdentity_v3 reads it.
+        try:
+            for i in range(n_members):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_member_id, pos, end)
+                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_group_instance_id, pos, end)
+                n_group_instance_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 2, True)
+                obj__1 = _new(LeaveGroupRequest_MemberIdentity)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.reason = None
+                obj__1.unknown_tagged_fields = []
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if cython.compiled:
         obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
     else:
@@ -277,7 +315,7 @@ def _dec_LeaveGroupRequest_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -301,7 +339,7 @@ def _dec_LeaveGroupRequest_v4(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 3:
         raise _w.bad_count('members', pos - 1, n_members, end, 3, 1)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -310,6 +348,59 @@ def _dec_LeaveGroupRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_LeaveGroupRequest_MemberIdentity_v4 reads it.
+        try:
+            for i in range(n_members):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_instance_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                    n_group_instance_id__1 -= 1
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaveGroupRequest_MemberIdentity)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.reason = None
+                obj__1.unknown_tagged_fields = unknown__1
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -396,7 +487,7 @@ def _dec_LeaveGroupRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -420,7 +511,7 @@ def _dec_LeaveGroupRequest_v5(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -429,6 +520,78 @@ def _dec_LeaveGroupRequest_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_LeaveGroupRequest_MemberIdentity_v5 reads it.
+        try:
+            for i in range(n_members):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_instance_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                    n_group_instance_id__1 -= 1
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_reason__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_reason__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_reason__1, pos = _w.read_uvarint(buf, pos, end, 'reason')
+                    n_reason__1 -= 1
+                if 0 <= n_reason__1 <= end - pos:
+                    try:
+                        f_reason__1 = buf[pos:pos + n_reason__1].decode() if n_reason__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('reason', pos, exc) from None
+                    pos += n_reason__1
+                elif n_reason__1 == -1:
+                    f_reason__1 = None
+                else:
+                    raise _w.bad_sized('reason', pos, n_reason__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaveGroupRequest_MemberIdentity)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.reason = f_reason__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -507,7 +670,7 @@ def _dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -527,7 +690,7 @@ def _dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -614,7 +777,7 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -642,7 +805,7 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -740,7 +903,7 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -768,7 +931,7 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -798,7 +961,7 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_reason, 'reason')
         else:
             try:
-                f_reason = buf[pos:pos + n_reason].decode()
+                f_reason = buf[pos:pos + n_reason].decode() if n_reason else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('reason', pos, exc) from None
         pos += n_reason
@@ -977,7 +1140,7 @@ def _dec_LeaveGroupResponse_v3(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 6:
         raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -986,6 +1149,48 @@ def _dec_LeaveGroupResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_LeaveGroupResponse_MemberResponse_v3 reads it.
+        try:
+            for i in range(n_members):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_member_id, pos, end)
+                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_group_instance_id, pos, end)
+                n_group_instance_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 2, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                obj__1 = _new(LeaveGroupResponse_MemberResponse)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = []
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if cython.compiled:
         obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
     else:
@@ -1047,7 +1252,7 @@ def _dec_LeaveGroupResponse_v4(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 5:
         raise _w.bad_count('members', pos - 1, n_members, end, 5, 1)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1056,6 +1261,63 @@ def _dec_LeaveGroupResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_LeaveGroupResponse_MemberResponse_v4 reads it.
+        try:
+            for i in range(n_members):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_instance_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                    n_group_instance_id__1 -= 1
+                if 0 <= n_group_instance_id__1 <= end - pos:
+                    try:
+                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                    pos += n_group_instance_id__1
+                elif n_group_instance_id__1 == -1:
+                    f_group_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaveGroupResponse_MemberResponse)
+                obj__1.member_id = f_member_id__1
+                obj__1.group_instance_id = f_group_instance_id__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1119,7 +1381,7 @@ def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1139,7 +1401,7 @@ def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -1238,7 +1500,7 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1266,7 +1528,7 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id

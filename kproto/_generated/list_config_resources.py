@@ -183,7 +183,7 @@ def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
     if n_config_resources < 0 or n_config_resources > (end - pos) // 2:
         raise _w.bad_count('config_resources', pos - 1, n_config_resources, end, 2, 1)
     f_config_resources = []
-    if cython.compiled or n_config_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -192,6 +192,39 @@ def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("config_resources[%d]" % i)
         pos = cur.pos
+    elif n_config_resources:
+        # Each element read inline (pure Python only), as _dec_ListConfigResourcesResponse_ConfigResource_v0 reads it.
+        try:
+            for i in range(n_config_resources):
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListConfigResourcesResponse_ConfigResource)
+                obj__1.resource_name = f_resource_name__1
+                obj__1.resource_type = 16
+                obj__1.unknown_tagged_fields = unknown__1
+                f_config_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("config_resources[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -267,7 +300,7 @@ def _dec_ListConfigResourcesResponse_v1(buf, cur, end):
     if n_config_resources < 0 or n_config_resources > (end - pos) // 3:
         raise _w.bad_count('config_resources', pos - 1, n_config_resources, end, 3, 1)
     f_config_resources = []
-    if cython.compiled or n_config_resources:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -276,6 +309,43 @@ def _dec_ListConfigResourcesResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("config_resources[%d]" % i)
         pos = cur.pos
+    elif n_config_resources:
+        # Each element read inline (pure Python only), as _dec_ListConfigResourcesResponse_ConfigResource_v1 reads it.
+        try:
+            for i in range(n_config_resources):
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_resource_type, pos, end)
+                f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListConfigResourcesResponse_ConfigResource)
+                obj__1.resource_name = f_resource_name__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_config_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("config_resources[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -347,7 +417,7 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
@@ -423,7 +493,7 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
             try:
-                f_resource_name = buf[pos:pos + n_resource_name].decode()
+                f_resource_name = buf[pos:pos + n_resource_name].decode() if n_resource_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name

@@ -162,7 +162,7 @@ def _dec_ListGroupsRequest_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "states_filter[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("states_filter[%d]" % i, pos, exc) from None
         f_states_filter.append(s)
@@ -263,7 +263,7 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "states_filter[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("states_filter[%d]" % i, pos, exc) from None
         f_states_filter.append(s)
@@ -310,7 +310,7 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "types_filter[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("types_filter[%d]" % i, pos, exc) from None
         f_types_filter.append(s)
@@ -401,7 +401,7 @@ def _dec_ListGroupsResponse_v0(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 4:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 4, 4)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -410,6 +410,43 @@ def _dec_ListGroupsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_ListGroupsResponse_ListedGroup_v0 reads it.
+        try:
+            for i in range(n_groups):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_group_id, pos, end)
+                n_group_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_protocol_type, pos, end)
+                n_protocol_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 2, False)
+                obj__1 = _new(ListGroupsResponse_ListedGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.group_state = ''
+                obj__1.group_type = ''
+                obj__1.unknown_tagged_fields = []
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if cython.compiled:
         obj = ListGroupsResponse.__new__(ListGroupsResponse)
     else:
@@ -456,7 +493,7 @@ def _dec_ListGroupsResponse_v1(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 4:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 4, 4)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -465,6 +502,43 @@ def _dec_ListGroupsResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_ListGroupsResponse_ListedGroup_v0 reads it.
+        try:
+            for i in range(n_groups):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_group_id, pos, end)
+                n_group_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_protocol_type, pos, end)
+                n_protocol_type__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 2, False)
+                obj__1 = _new(ListGroupsResponse_ListedGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.group_state = ''
+                obj__1.group_type = ''
+                obj__1.unknown_tagged_fields = []
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if cython.compiled:
         obj = ListGroupsResponse.__new__(ListGroupsResponse)
     else:
@@ -526,7 +600,7 @@ def _dec_ListGroupsResponse_v3(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 3:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 3, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -535,6 +609,58 @@ def _dec_ListGroupsResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_ListGroupsResponse_ListedGroup_v3 reads it.
+        try:
+            for i in range(n_groups):
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_protocol_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_protocol_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_protocol_type__1, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
+                    n_protocol_type__1 -= 1
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListGroupsResponse_ListedGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.group_state = ''
+                obj__1.group_type = ''
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -610,7 +736,7 @@ def _dec_ListGroupsResponse_v4(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 4:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 4, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -619,6 +745,75 @@ def _dec_ListGroupsResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_ListGroupsResponse_ListedGroup_v4 reads it.
+        try:
+            for i in range(n_groups):
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_protocol_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_protocol_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_protocol_type__1, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
+                    n_protocol_type__1 -= 1
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_state__1, pos = _w.read_uvarint(buf, pos, end, 'group_state')
+                    n_group_state__1 -= 1
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListGroupsResponse_ListedGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.group_state = f_group_state__1
+                obj__1.group_type = ''
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -694,7 +889,7 @@ def _dec_ListGroupsResponse_v5(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 5:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 5, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -703,6 +898,92 @@ def _dec_ListGroupsResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_ListGroupsResponse_ListedGroup_v5 reads it.
+        try:
+            for i in range(n_groups):
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_protocol_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_protocol_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_protocol_type__1, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
+                    n_protocol_type__1 -= 1
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_state__1, pos = _w.read_uvarint(buf, pos, end, 'group_state')
+                    n_group_state__1 -= 1
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_type__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_type__1, pos = _w.read_uvarint(buf, pos, end, 'group_type')
+                    n_group_type__1 -= 1
+                if 0 <= n_group_type__1 <= end - pos:
+                    try:
+                        f_group_type__1 = buf[pos:pos + n_group_type__1].decode() if n_group_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_type', pos, exc) from None
+                    pos += n_group_type__1
+                else:
+                    raise _w.bad_sized('group_type', pos, n_group_type__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListGroupsResponse_ListedGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.group_state = f_group_state__1
+                obj__1.group_type = f_group_type__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -766,7 +1047,7 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -786,7 +1067,7 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -872,7 +1153,7 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -900,7 +1181,7 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -997,7 +1278,7 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -1025,7 +1306,7 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -1053,7 +1334,7 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
             try:
-                f_group_state = buf[pos:pos + n_group_state].decode()
+                f_group_state = buf[pos:pos + n_group_state].decode() if n_group_state else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
@@ -1169,7 +1450,7 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -1197,7 +1478,7 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -1225,7 +1506,7 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
             try:
-                f_group_state = buf[pos:pos + n_group_state].decode()
+                f_group_state = buf[pos:pos + n_group_state].decode() if n_group_state else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
@@ -1253,7 +1534,7 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_type, 'group_type')
         else:
             try:
-                f_group_type = buf[pos:pos + n_group_type].decode()
+                f_group_type = buf[pos:pos + n_group_type].decode() if n_group_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_type', pos, exc) from None
         pos += n_group_type

@@ -91,7 +91,7 @@ def _dec_ListOffsetsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -100,6 +100,53 @@ def _dec_ListOffsetsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__max_num_offsets, pos, end)
+                            f_partition_index__2, f_timestamp__2, f_max_num_offsets__2 = _S_iqi.unpack_from(buf, pos)
+                            pos += 16
+                            obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.current_leader_epoch = -1
+                            obj__2.timestamp = f_timestamp__2
+                            obj__2.max_num_offsets = f_max_num_offsets__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
     else:
@@ -148,7 +195,7 @@ def _dec_ListOffsetsRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -157,6 +204,53 @@ def _dec_ListOffsetsRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 12:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 12, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsPartition_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition_index__timestamp, pos, end)
+                            f_partition_index__2, f_timestamp__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.current_leader_epoch = -1
+                            obj__2.timestamp = f_timestamp__2
+                            obj__2.max_num_offsets = 1
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
     else:
@@ -206,7 +300,7 @@ def _dec_ListOffsetsRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -215,6 +309,53 @@ def _dec_ListOffsetsRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 12:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 12, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsPartition_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition_index__timestamp, pos, end)
+                            f_partition_index__2, f_timestamp__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.current_leader_epoch = -1
+                            obj__2.timestamp = f_timestamp__2
+                            obj__2.max_num_offsets = 1
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
     else:
@@ -263,7 +404,7 @@ def _dec_ListOffsetsRequest_v4(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -272,6 +413,53 @@ def _dec_ListOffsetsRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsTopic_v4 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsPartition_v4 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
+                            f_partition_index__2, f_current_leader_epoch__2, f_timestamp__2 = _S_iiq.unpack_from(buf, pos)
+                            pos += 16
+                            obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.timestamp = f_timestamp__2
+                            obj__2.max_num_offsets = 1
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
     else:
@@ -334,7 +522,7 @@ def _dec_ListOffsetsRequest_v6(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -343,6 +531,73 @@ def _dec_ListOffsetsRequest_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsTopic_v6 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 17:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 17, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsPartition_v6 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
+                            f_partition_index__2, f_current_leader_epoch__2, f_timestamp__2 = _S_iiq.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.timestamp = f_timestamp__2
+                            obj__2.max_num_offsets = 1
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -419,7 +674,7 @@ def _dec_ListOffsetsRequest_v10(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -428,6 +683,73 @@ def _dec_ListOffsetsRequest_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsTopic_v6 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 17:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 17, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsPartition_v6 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
+                            f_partition_index__2, f_current_leader_epoch__2, f_timestamp__2 = _S_iiq.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.timestamp = f_timestamp__2
+                            obj__2.max_num_offsets = 1
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -504,7 +826,7 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -520,7 +842,7 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -529,6 +851,23 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsPartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__max_num_offsets, pos, end)
+                f_partition_index__1, f_timestamp__1, f_max_num_offsets__1 = _S_iqi.unpack_from(buf, pos)
+                pos += 16
+                obj__1 = _new(ListOffsetsRequest_ListOffsetsPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.current_leader_epoch = -1
+                obj__1.timestamp = f_timestamp__1
+                obj__1.max_num_offsets = f_max_num_offsets__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
     else:
@@ -593,7 +932,7 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -609,7 +948,7 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 12:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 12, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -618,6 +957,23 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsPartition_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_partition_index__timestamp, pos, end)
+                f_partition_index__1, f_timestamp__1 = _S_iq.unpack_from(buf, pos)
+                pos += 12
+                obj__1 = _new(ListOffsetsRequest_ListOffsetsPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.current_leader_epoch = -1
+                obj__1.timestamp = f_timestamp__1
+                obj__1.max_num_offsets = 1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
     else:
@@ -682,7 +1038,7 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -698,7 +1054,7 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -707,6 +1063,23 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsPartition_v4 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
+                f_partition_index__1, f_current_leader_epoch__1, f_timestamp__1 = _S_iiq.unpack_from(buf, pos)
+                pos += 16
+                obj__1 = _new(ListOffsetsRequest_ListOffsetsPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.current_leader_epoch = f_current_leader_epoch__1
+                obj__1.timestamp = f_timestamp__1
+                obj__1.max_num_offsets = 1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
     else:
@@ -779,7 +1152,7 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -803,7 +1176,7 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 17:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 17, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -812,6 +1185,28 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsRequest_ListOffsetsPartition_v6 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
+                f_partition_index__1, f_current_leader_epoch__1, f_timestamp__1 = _S_iiq.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListOffsetsRequest_ListOffsetsPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.current_leader_epoch = f_current_leader_epoch__1
+                obj__1.timestamp = f_timestamp__1
+                obj__1.max_num_offsets = 1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1048,7 +1443,7 @@ def _dec_ListOffsetsResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1057,6 +1452,62 @@ def _dec_ListOffsetsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 10:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 10, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 10:
+                                raise _w.short_run(_RUN_partition_index__old_style_offsets, pos, end)
+                            f_partition_index__2, f_error_code__2, n_old_style_offsets__2 = _S_ihi.unpack_from(buf, pos)
+                            pos += 10
+                            if n_old_style_offsets__2 < 0 or n_old_style_offsets__2 > (end - pos) // 8:
+                                raise _w.bad_count('old_style_offsets', pos - 4, n_old_style_offsets__2, end, 8, 4)
+                            if n_old_style_offsets__2 < _w.SMALL_ARRAY_MAX:
+                                f_old_style_offsets__2 = list(_A_q[n_old_style_offsets__2].unpack_from(buf, pos))
+                            else:
+                                f_old_style_offsets__2 = list(_unpack_from(">%dq" % n_old_style_offsets__2, buf, pos))
+                            pos += n_old_style_offsets__2 * 8
+                            obj__2 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.old_style_offsets = f_old_style_offsets__2
+                            obj__2.timestamp = -1
+                            obj__2.offset = -1
+                            obj__2.leader_epoch = -1
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
     else:
@@ -1099,7 +1550,7 @@ def _dec_ListOffsetsResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1108,6 +1559,55 @@ def _dec_ListOffsetsResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 22, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 22:
+                                raise _w.short_run(_RUN_partition_index__offset, pos, end)
+                            f_partition_index__2, f_error_code__2, f_timestamp__2, f_offset__2 = _S_ihqq.unpack_from(buf, pos)
+                            pos += 22
+                            obj__2 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.old_style_offsets = []
+                            obj__2.timestamp = f_timestamp__2
+                            obj__2.offset = f_offset__2
+                            obj__2.leader_epoch = -1
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
     else:
@@ -1151,7 +1651,7 @@ def _dec_ListOffsetsResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1160,6 +1660,55 @@ def _dec_ListOffsetsResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 22, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 22:
+                                raise _w.short_run(_RUN_partition_index__offset, pos, end)
+                            f_partition_index__2, f_error_code__2, f_timestamp__2, f_offset__2 = _S_ihqq.unpack_from(buf, pos)
+                            pos += 22
+                            obj__2 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.old_style_offsets = []
+                            obj__2.timestamp = f_timestamp__2
+                            obj__2.offset = f_offset__2
+                            obj__2.leader_epoch = -1
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
     else:
@@ -1204,7 +1753,7 @@ def _dec_ListOffsetsResponse_v4(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1213,6 +1762,55 @@ def _dec_ListOffsetsResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 26:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 26, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v4 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 26:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_error_code__2, f_timestamp__2, f_offset__2, f_leader_epoch__2 = _S_ihqqi.unpack_from(buf, pos)
+                            pos += 26
+                            obj__2 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.old_style_offsets = []
+                            obj__2.timestamp = f_timestamp__2
+                            obj__2.offset = f_offset__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
     else:
@@ -1271,7 +1869,7 @@ def _dec_ListOffsetsResponse_v6(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1280,6 +1878,75 @@ def _dec_ListOffsetsResponse_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 27:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 27, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v6 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 26:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_error_code__2, f_timestamp__2, f_offset__2, f_leader_epoch__2 = _S_ihqqi.unpack_from(buf, pos)
+                            pos += 26
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.old_style_offsets = []
+                            obj__2.timestamp = f_timestamp__2
+                            obj__2.offset = f_offset__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1341,7 +2008,7 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1357,7 +2024,7 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 10:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 10, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1366,6 +2033,32 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 10:
+                    raise _w.short_run(_RUN_partition_index__old_style_offsets, pos, end)
+                f_partition_index__1, f_error_code__1, n_old_style_offsets__1 = _S_ihi.unpack_from(buf, pos)
+                pos += 10
+                if n_old_style_offsets__1 < 0 or n_old_style_offsets__1 > (end - pos) // 8:
+                    raise _w.bad_count('old_style_offsets', pos - 4, n_old_style_offsets__1, end, 8, 4)
+                if n_old_style_offsets__1 < _w.SMALL_ARRAY_MAX:
+                    f_old_style_offsets__1 = list(_A_q[n_old_style_offsets__1].unpack_from(buf, pos))
+                else:
+                    f_old_style_offsets__1 = list(_unpack_from(">%dq" % n_old_style_offsets__1, buf, pos))
+                pos += n_old_style_offsets__1 * 8
+                obj__1 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.old_style_offsets = f_old_style_offsets__1
+                obj__1.timestamp = -1
+                obj__1.offset = -1
+                obj__1.leader_epoch = -1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
     else:
@@ -1430,7 +2123,7 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1446,7 +2139,7 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 22, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1455,6 +2148,25 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 22:
+                    raise _w.short_run(_RUN_partition_index__offset, pos, end)
+                f_partition_index__1, f_error_code__1, f_timestamp__1, f_offset__1 = _S_ihqq.unpack_from(buf, pos)
+                pos += 22
+                obj__1 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.old_style_offsets = []
+                obj__1.timestamp = f_timestamp__1
+                obj__1.offset = f_offset__1
+                obj__1.leader_epoch = -1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
     else:
@@ -1519,7 +2231,7 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1535,7 +2247,7 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 26, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1544,6 +2256,25 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v4 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 26:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_error_code__1, f_timestamp__1, f_offset__1, f_leader_epoch__1 = _S_ihqqi.unpack_from(buf, pos)
+                pos += 26
+                obj__1 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.old_style_offsets = []
+                obj__1.timestamp = f_timestamp__1
+                obj__1.offset = f_offset__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
     else:
@@ -1616,7 +2347,7 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1640,7 +2371,7 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 27:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 27, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1649,6 +2380,30 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v6 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 26:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_error_code__1, f_timestamp__1, f_offset__1, f_leader_epoch__1 = _S_ihqqi.unpack_from(buf, pos)
+                pos += 26
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.old_style_offsets = []
+                obj__1.timestamp = f_timestamp__1
+                obj__1.offset = f_offset__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -87,7 +87,7 @@ def _dec_ListPartitionReassignmentsRequest_v0(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -96,6 +96,55 @@ def _dec_ListPartitionReassignmentsRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0 reads it.
+            try:
+                for i in range(n_topics):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partition_indexes__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                        n_partition_indexes__1 -= 1
+                    if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                    if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                        f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                    else:
+                        f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                    pos += n_partition_indexes__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
+                    obj__1.name = f_name__1
+                    obj__1.partition_indexes = f_partition_indexes__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -166,7 +215,7 @@ def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -291,7 +340,7 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -317,7 +366,7 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -326,6 +375,121 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 8:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 8, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_adding_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_adding_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_adding_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
+                                n_adding_replicas__2 -= 1
+                            if n_adding_replicas__2 < 0 or n_adding_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas__2, end, 4, 1)
+                            if n_adding_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_adding_replicas__2 = list(_A_i[n_adding_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_adding_replicas__2 = list(_unpack_from(">%di" % n_adding_replicas__2, buf, pos))
+                            pos += n_adding_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_removing_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_removing_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_removing_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
+                                n_removing_replicas__2 -= 1
+                            if n_removing_replicas__2 < 0 or n_removing_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas__2, end, 4, 1)
+                            if n_removing_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_removing_replicas__2 = list(_A_i[n_removing_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_removing_replicas__2 = list(_unpack_from(">%di" % n_removing_replicas__2, buf, pos))
+                            pos += n_removing_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.adding_replicas = f_adding_replicas__2
+                            obj__2.removing_replicas = f_removing_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListPartitionReassignmentsResponse_OngoingTopicReassignment)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -417,7 +581,7 @@ def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -441,7 +605,7 @@ def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur
     if n_partitions < 0 or n_partitions > (end - pos) // 8:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 8, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -450,6 +614,76 @@ def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_index, pos, end)
+                f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                    n_replicas__1 -= 1
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 1, n_replicas__1, end, 4, 1)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_adding_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_adding_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_adding_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
+                    n_adding_replicas__1 -= 1
+                if n_adding_replicas__1 < 0 or n_adding_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas__1, end, 4, 1)
+                if n_adding_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_adding_replicas__1 = list(_A_i[n_adding_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_adding_replicas__1 = list(_unpack_from(">%di" % n_adding_replicas__1, buf, pos))
+                pos += n_adding_replicas__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_removing_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_removing_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_removing_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
+                    n_removing_replicas__1 -= 1
+                if n_removing_replicas__1 < 0 or n_removing_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas__1, end, 4, 1)
+                if n_removing_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_removing_replicas__1 = list(_A_i[n_removing_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_removing_replicas__1 = list(_unpack_from(">%di" % n_removing_replicas__1, buf, pos))
+                pos += n_removing_replicas__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.replicas = f_replicas__1
+                obj__1.adding_replicas = f_adding_replicas__1
+                obj__1.removing_replicas = f_removing_replicas__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

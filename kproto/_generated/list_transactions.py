@@ -101,7 +101,7 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
         f_state_filters.append(s)
@@ -247,7 +247,7 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
         f_state_filters.append(s)
@@ -403,7 +403,7 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
         f_state_filters.append(s)
@@ -461,7 +461,7 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id_pattern, 'transactional_id_pattern')
         else:
             try:
-                f_transactional_id_pattern = buf[pos:pos + n_transactional_id_pattern].decode()
+                f_transactional_id_pattern = buf[pos:pos + n_transactional_id_pattern].decode() if n_transactional_id_pattern else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id_pattern', pos, exc) from None
         pos += n_transactional_id_pattern
@@ -614,7 +614,7 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "unknown_state_filters[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("unknown_state_filters[%d]" % i, pos, exc) from None
         f_unknown_state_filters.append(s)
@@ -637,7 +637,7 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
     if n_transaction_states < 0 or n_transaction_states > (end - pos) // 11:
         raise _w.bad_count('transaction_states', pos - 1, n_transaction_states, end, 11, 1)
     f_transaction_states = []
-    if cython.compiled or n_transaction_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -646,6 +646,61 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("transaction_states[%d]" % i)
         pos = cur.pos
+    elif n_transaction_states:
+        # Each element read inline (pure Python only), as _dec_ListTransactionsResponse_TransactionState_v0 reads it.
+        try:
+            for i in range(n_transaction_states):
+                if pos < end and buf[pos] < 128:
+                    n_transactional_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_transactional_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_transactional_id__1, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+                    n_transactional_id__1 -= 1
+                if 0 <= n_transactional_id__1 <= end - pos:
+                    try:
+                        f_transactional_id__1 = buf[pos:pos + n_transactional_id__1].decode() if n_transactional_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('transactional_id', pos, exc) from None
+                    pos += n_transactional_id__1
+                else:
+                    raise _w.bad_sized('transactional_id', pos, n_transactional_id__1, end, 1, False)
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_producer_id, pos, end)
+                f_producer_id__1 = _S_q.unpack_from(buf, pos)[0]
+                pos += 8
+                if pos < end and buf[pos] < 128:
+                    n_transaction_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_transaction_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_transaction_state__1, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
+                    n_transaction_state__1 -= 1
+                if 0 <= n_transaction_state__1 <= end - pos:
+                    try:
+                        f_transaction_state__1 = buf[pos:pos + n_transaction_state__1].decode() if n_transaction_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('transaction_state', pos, exc) from None
+                    pos += n_transaction_state__1
+                else:
+                    raise _w.bad_sized('transaction_state', pos, n_transaction_state__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListTransactionsResponse_TransactionState)
+                obj__1.transactional_id = f_transactional_id__1
+                obj__1.producer_id = f_producer_id__1
+                obj__1.transaction_state = f_transaction_state__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_transaction_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("transaction_states[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -741,7 +796,7 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -776,7 +831,7 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transaction_state, 'transaction_state')
         else:
             try:
-                f_transaction_state = buf[pos:pos + n_transaction_state].decode()
+                f_transaction_state = buf[pos:pos + n_transaction_state].decode() if n_transaction_state else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transaction_state', pos, exc) from None
         pos += n_transaction_state

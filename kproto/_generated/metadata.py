@@ -106,7 +106,7 @@ def _dec_MetadataRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 2:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -115,6 +115,29 @@ def _dec_MetadataRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataRequest_MetadataRequestTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                obj__1 = _new(MetadataRequest_MetadataRequestTopic)
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.name = f_name__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = MetadataRequest.__new__(MetadataRequest)
     else:
@@ -168,7 +191,7 @@ def _dec_MetadataRequest_v1(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -177,6 +200,29 @@ def _dec_MetadataRequest_v1(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_MetadataRequest_MetadataRequestTopic_v0 reads it.
+            try:
+                for i in range(n_topics):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    obj__1 = _new(MetadataRequest_MetadataRequestTopic)
+                    obj__1.topic_id = _w.ZERO_UUID
+                    obj__1.name = f_name__1
+                    obj__1.unknown_tagged_fields = []
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = MetadataRequest.__new__(MetadataRequest)
     else:
@@ -231,7 +277,7 @@ def _dec_MetadataRequest_v4(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -240,6 +286,29 @@ def _dec_MetadataRequest_v4(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_MetadataRequest_MetadataRequestTopic_v0 reads it.
+            try:
+                for i in range(n_topics):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    obj__1 = _new(MetadataRequest_MetadataRequestTopic)
+                    obj__1.topic_id = _w.ZERO_UUID
+                    obj__1.name = f_name__1
+                    obj__1.unknown_tagged_fields = []
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_allow_auto_topic_creation, pos, end)
     if cython.compiled:
@@ -307,7 +376,7 @@ def _dec_MetadataRequest_v8(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -316,6 +385,29 @@ def _dec_MetadataRequest_v8(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_MetadataRequest_MetadataRequestTopic_v0 reads it.
+            try:
+                for i in range(n_topics):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    obj__1 = _new(MetadataRequest_MetadataRequestTopic)
+                    obj__1.topic_id = _w.ZERO_UUID
+                    obj__1.name = f_name__1
+                    obj__1.unknown_tagged_fields = []
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if end - pos < 3:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -397,7 +489,7 @@ def _dec_MetadataRequest_v9(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 2, 1)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -406,6 +498,39 @@ def _dec_MetadataRequest_v9(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_MetadataRequest_MetadataRequestTopic_v9 reads it.
+            try:
+                for i in range(n_topics):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(MetadataRequest_MetadataRequestTopic)
+                    obj__1.topic_id = _w.ZERO_UUID
+                    obj__1.name = f_name__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if end - pos < 3:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -497,7 +622,7 @@ def _dec_MetadataRequest_v10(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -506,6 +631,45 @@ def _dec_MetadataRequest_v10(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_MetadataRequest_MetadataRequestTopic_v10 reads it.
+            try:
+                for i in range(n_topics):
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    elif n_name__1 == -1:
+                        f_name__1 = None
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(MetadataRequest_MetadataRequestTopic)
+                    obj__1.topic_id = f_topic_id__1
+                    obj__1.name = f_name__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if end - pos < 3:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -597,7 +761,7 @@ def _dec_MetadataRequest_v11(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -606,6 +770,45 @@ def _dec_MetadataRequest_v11(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_MetadataRequest_MetadataRequestTopic_v10 reads it.
+            try:
+                for i in range(n_topics):
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    elif n_name__1 == -1:
+                        f_name__1 = None
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(MetadataRequest_MetadataRequestTopic)
+                    obj__1.topic_id = f_topic_id__1
+                    obj__1.name = f_name__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations_2, pos, end)
     if cython.compiled:
@@ -687,7 +890,7 @@ def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -753,7 +956,7 @@ def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -833,7 +1036,7 @@ def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -900,7 +1103,7 @@ def _dec_MetadataResponse_v0(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 10:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 10, 4)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -909,6 +1112,35 @@ def _dec_MetadataResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v0 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_node_id__host, pos, end)
+                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = None
+                obj__1.unknown_tagged_fields = []
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -919,7 +1151,7 @@ def _dec_MetadataResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 8:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 8, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -928,6 +1160,78 @@ def _dec_MetadataResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__name, pos, end)
+                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, n_replica_nodes__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_isr_nodes, pos, end)
+                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = -1
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = []
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.is_internal = False
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = -2147483648
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -989,7 +1293,7 @@ def _dec_MetadataResponse_v1(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -998,6 +1302,45 @@ def _dec_MetadataResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v1 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_node_id__host, pos, end)
+                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_port__rack, pos, end)
+                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = []
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if end - pos < 8:
         raise _w.short_run(_RUN_controller_id__topics, pos, end)
     if cython.compiled:
@@ -1009,7 +1352,7 @@ def _dec_MetadataResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1018,6 +1361,81 @@ def _dec_MetadataResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__name, pos, end)
+                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
+                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, n_replica_nodes__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_isr_nodes, pos, end)
+                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = -1
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = []
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = -2147483648
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -1080,7 +1498,7 @@ def _dec_MetadataResponse_v2(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1089,6 +1507,45 @@ def _dec_MetadataResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v1 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_node_id__host, pos, end)
+                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_port__rack, pos, end)
+                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = []
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1103,7 +1560,7 @@ def _dec_MetadataResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -1122,7 +1579,7 @@ def _dec_MetadataResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1131,6 +1588,81 @@ def _dec_MetadataResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__name, pos, end)
+                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
+                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, n_replica_nodes__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_isr_nodes, pos, end)
+                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = -1
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = []
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = -2147483648
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -1212,7 +1744,7 @@ def _dec_MetadataResponse_v3(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1221,6 +1753,45 @@ def _dec_MetadataResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v1 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_node_id__host, pos, end)
+                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_port__rack, pos, end)
+                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = []
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1235,7 +1806,7 @@ def _dec_MetadataResponse_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -1254,7 +1825,7 @@ def _dec_MetadataResponse_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1263,6 +1834,81 @@ def _dec_MetadataResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__name, pos, end)
+                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
+                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, n_replica_nodes__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_isr_nodes, pos, end)
+                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = -1
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = []
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = -2147483648
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -1345,7 +1991,7 @@ def _dec_MetadataResponse_v5(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1354,6 +2000,45 @@ def _dec_MetadataResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v1 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_node_id__host, pos, end)
+                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_port__rack, pos, end)
+                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = []
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1368,7 +2053,7 @@ def _dec_MetadataResponse_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -1387,7 +2072,7 @@ def _dec_MetadataResponse_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1396,6 +2081,92 @@ def _dec_MetadataResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v5 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__name, pos, end)
+                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
+                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 22, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v5 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, n_replica_nodes__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_isr_nodes, pos, end)
+                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_offline_replicas, pos, end)
+                            n_offline_replicas__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__2, end, 4, 4)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = -1
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = -2147483648
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -1478,7 +2249,7 @@ def _dec_MetadataResponse_v7(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1487,6 +2258,45 @@ def _dec_MetadataResponse_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v1 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_node_id__host, pos, end)
+                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_port__rack, pos, end)
+                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = []
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1501,7 +2311,7 @@ def _dec_MetadataResponse_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -1520,7 +2330,7 @@ def _dec_MetadataResponse_v7(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1529,6 +2339,92 @@ def _dec_MetadataResponse_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v7 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__name, pos, end)
+                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
+                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 26:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 26, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v7 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_error_code__replica_nodes_2, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2, n_replica_nodes__2 = _S_hiiii.unpack_from(buf, pos)
+                            pos += 18
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_isr_nodes, pos, end)
+                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_offline_replicas, pos, end)
+                            n_offline_replicas__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__2, end, 4, 4)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = -2147483648
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -1611,7 +2507,7 @@ def _dec_MetadataResponse_v8(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1620,6 +2516,45 @@ def _dec_MetadataResponse_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v1 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_node_id__host, pos, end)
+                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_port__rack, pos, end)
+                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = []
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1634,7 +2569,7 @@ def _dec_MetadataResponse_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -1653,7 +2588,7 @@ def _dec_MetadataResponse_v8(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 13:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 13, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1662,6 +2597,96 @@ def _dec_MetadataResponse_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v8 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_error_code__name, pos, end)
+                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
+                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 26:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 26, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v7 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_error_code__replica_nodes_2, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2, n_replica_nodes__2 = _S_hiiii.unpack_from(buf, pos)
+                            pos += 18
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_isr_nodes, pos, end)
+                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_offline_replicas, pos, end)
+                            n_offline_replicas__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__2, end, 4, 4)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
+                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -1768,7 +2793,7 @@ def _dec_MetadataResponse_v9(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1777,6 +2802,68 @@ def _dec_MetadataResponse_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v9 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -1799,7 +2886,7 @@ def _dec_MetadataResponse_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -1832,7 +2919,7 @@ def _dec_MetadataResponse_v9(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 10:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 10, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1841,6 +2928,143 @@ def _dec_MetadataResponse_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v9 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_internal, pos, end)
+                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v9 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] < 128:
+                                n_replica_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                                n_replica_nodes__2 -= 1
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_isr_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                                n_isr_nodes__2 -= 1
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_offline_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                n_offline_replicas__2 -= 1
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
+                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -1967,7 +3191,7 @@ def _dec_MetadataResponse_v10(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1976,6 +3200,68 @@ def _dec_MetadataResponse_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v9 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -1998,7 +3284,7 @@ def _dec_MetadataResponse_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -2031,7 +3317,7 @@ def _dec_MetadataResponse_v10(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2040,6 +3326,147 @@ def _dec_MetadataResponse_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v10 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_internal, pos, end)
+                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v9 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] < 128:
+                                n_replica_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                                n_replica_nodes__2 -= 1
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_isr_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                                n_isr_nodes__2 -= 1
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_offline_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                n_offline_replicas__2 -= 1
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
+                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -2166,7 +3593,7 @@ def _dec_MetadataResponse_v11(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2175,6 +3602,68 @@ def _dec_MetadataResponse_v11(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v9 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -2197,7 +3686,7 @@ def _dec_MetadataResponse_v11(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -2230,7 +3719,7 @@ def _dec_MetadataResponse_v11(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2239,6 +3728,147 @@ def _dec_MetadataResponse_v11(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v10 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_internal, pos, end)
+                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v9 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] < 128:
+                                n_replica_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                                n_replica_nodes__2 -= 1
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_isr_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                                n_isr_nodes__2 -= 1
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_offline_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                n_offline_replicas__2 -= 1
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
+                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2355,7 +3985,7 @@ def _dec_MetadataResponse_v12(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2364,6 +3994,68 @@ def _dec_MetadataResponse_v12(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v9 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -2386,7 +4078,7 @@ def _dec_MetadataResponse_v12(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -2419,7 +4111,7 @@ def _dec_MetadataResponse_v12(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2428,6 +4120,149 @@ def _dec_MetadataResponse_v12(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v12 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                elif n_name__1 == -1:
+                    f_name__1 = None
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_internal, pos, end)
+                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v9 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] < 128:
+                                n_replica_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                                n_replica_nodes__2 -= 1
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_isr_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                                n_isr_nodes__2 -= 1
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_offline_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                n_offline_replicas__2 -= 1
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
+                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2544,7 +4379,7 @@ def _dec_MetadataResponse_v13(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    if cython.compiled or n_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2553,6 +4388,68 @@ def _dec_MetadataResponse_v13(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("brokers[%d]" % i)
         pos = cur.pos
+    elif n_brokers:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseBroker_v9 reads it.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -2575,7 +4472,7 @@ def _dec_MetadataResponse_v13(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -2608,7 +4505,7 @@ def _dec_MetadataResponse_v13(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2617,6 +4514,149 @@ def _dec_MetadataResponse_v13(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponseTopic_v12 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                elif n_name__1 == -1:
+                    f_name__1 = None
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_internal, pos, end)
+                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v9 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] < 128:
+                                n_replica_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                                n_replica_nodes__2 -= 1
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_isr_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                                n_isr_nodes__2 -= 1
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_offline_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                n_offline_replicas__2 -= 1
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
+                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2735,7 +4775,7 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -2809,7 +4849,7 @@ def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -2830,7 +4870,7 @@ def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
@@ -2927,7 +4967,7 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -2962,7 +5002,7 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
@@ -3064,7 +5104,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -3080,7 +5120,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3089,6 +5129,44 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
+                f_error_code__1, f_partition_index__1, f_leader_id__1, n_replica_nodes__1 = _S_hiii.unpack_from(buf, pos)
+                pos += 14
+                if n_replica_nodes__1 < 0 or n_replica_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__1, end, 4, 4)
+                if n_replica_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_replica_nodes__1 = list(_A_i[n_replica_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_replica_nodes__1 = list(_unpack_from(">%di" % n_replica_nodes__1, buf, pos))
+                pos += n_replica_nodes__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_isr_nodes, pos, end)
+                n_isr_nodes__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_isr_nodes__1 < 0 or n_isr_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__1, end, 4, 4)
+                if n_isr_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr_nodes__1 = list(_A_i[n_isr_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_isr_nodes__1 = list(_unpack_from(">%di" % n_isr_nodes__1, buf, pos))
+                pos += n_isr_nodes__1 * 4
+                obj__1 = _new(MetadataResponse_MetadataResponsePartition)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = -1
+                obj__1.replica_nodes = f_replica_nodes__1
+                obj__1.isr_nodes = f_isr_nodes__1
+                obj__1.offline_replicas = []
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     else:
@@ -3161,7 +5239,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -3181,7 +5259,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3190,6 +5268,44 @@ def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
+                f_error_code__1, f_partition_index__1, f_leader_id__1, n_replica_nodes__1 = _S_hiii.unpack_from(buf, pos)
+                pos += 14
+                if n_replica_nodes__1 < 0 or n_replica_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__1, end, 4, 4)
+                if n_replica_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_replica_nodes__1 = list(_A_i[n_replica_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_replica_nodes__1 = list(_unpack_from(">%di" % n_replica_nodes__1, buf, pos))
+                pos += n_replica_nodes__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_isr_nodes, pos, end)
+                n_isr_nodes__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_isr_nodes__1 < 0 or n_isr_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__1, end, 4, 4)
+                if n_isr_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr_nodes__1 = list(_A_i[n_isr_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_isr_nodes__1 = list(_unpack_from(">%di" % n_isr_nodes__1, buf, pos))
+                pos += n_isr_nodes__1 * 4
+                obj__1 = _new(MetadataResponse_MetadataResponsePartition)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = -1
+                obj__1.replica_nodes = f_replica_nodes__1
+                obj__1.isr_nodes = f_isr_nodes__1
+                obj__1.offline_replicas = []
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     else:
@@ -3263,7 +5379,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -3283,7 +5399,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 22, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3292,6 +5408,55 @@ def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v5 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
+                f_error_code__1, f_partition_index__1, f_leader_id__1, n_replica_nodes__1 = _S_hiii.unpack_from(buf, pos)
+                pos += 14
+                if n_replica_nodes__1 < 0 or n_replica_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__1, end, 4, 4)
+                if n_replica_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_replica_nodes__1 = list(_A_i[n_replica_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_replica_nodes__1 = list(_unpack_from(">%di" % n_replica_nodes__1, buf, pos))
+                pos += n_replica_nodes__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_isr_nodes, pos, end)
+                n_isr_nodes__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_isr_nodes__1 < 0 or n_isr_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__1, end, 4, 4)
+                if n_isr_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr_nodes__1 = list(_A_i[n_isr_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_isr_nodes__1 = list(_unpack_from(">%di" % n_isr_nodes__1, buf, pos))
+                pos += n_isr_nodes__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_offline_replicas, pos, end)
+                n_offline_replicas__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__1, end, 4, 4)
+                if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                pos += n_offline_replicas__1 * 4
+                obj__1 = _new(MetadataResponse_MetadataResponsePartition)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = -1
+                obj__1.replica_nodes = f_replica_nodes__1
+                obj__1.isr_nodes = f_isr_nodes__1
+                obj__1.offline_replicas = f_offline_replicas__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     else:
@@ -3365,7 +5530,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -3385,7 +5550,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 26, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3394,6 +5559,55 @@ def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v7 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 18:
+                    raise _w.short_run(_RUN_error_code__replica_nodes_2, pos, end)
+                f_error_code__1, f_partition_index__1, f_leader_id__1, f_leader_epoch__1, n_replica_nodes__1 = _S_hiiii.unpack_from(buf, pos)
+                pos += 18
+                if n_replica_nodes__1 < 0 or n_replica_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__1, end, 4, 4)
+                if n_replica_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_replica_nodes__1 = list(_A_i[n_replica_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_replica_nodes__1 = list(_unpack_from(">%di" % n_replica_nodes__1, buf, pos))
+                pos += n_replica_nodes__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_isr_nodes, pos, end)
+                n_isr_nodes__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_isr_nodes__1 < 0 or n_isr_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__1, end, 4, 4)
+                if n_isr_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr_nodes__1 = list(_A_i[n_isr_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_isr_nodes__1 = list(_unpack_from(">%di" % n_isr_nodes__1, buf, pos))
+                pos += n_isr_nodes__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_offline_replicas, pos, end)
+                n_offline_replicas__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__1, end, 4, 4)
+                if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                pos += n_offline_replicas__1 * 4
+                obj__1 = _new(MetadataResponse_MetadataResponsePartition)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.replica_nodes = f_replica_nodes__1
+                obj__1.isr_nodes = f_isr_nodes__1
+                obj__1.offline_replicas = f_offline_replicas__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     else:
@@ -3467,7 +5681,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -3487,7 +5701,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 26, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3496,6 +5710,55 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v7 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 18:
+                    raise _w.short_run(_RUN_error_code__replica_nodes_2, pos, end)
+                f_error_code__1, f_partition_index__1, f_leader_id__1, f_leader_epoch__1, n_replica_nodes__1 = _S_hiiii.unpack_from(buf, pos)
+                pos += 18
+                if n_replica_nodes__1 < 0 or n_replica_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__1, end, 4, 4)
+                if n_replica_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_replica_nodes__1 = list(_A_i[n_replica_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_replica_nodes__1 = list(_unpack_from(">%di" % n_replica_nodes__1, buf, pos))
+                pos += n_replica_nodes__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_isr_nodes, pos, end)
+                n_isr_nodes__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_isr_nodes__1 < 0 or n_isr_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__1, end, 4, 4)
+                if n_isr_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr_nodes__1 = list(_A_i[n_isr_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_isr_nodes__1 = list(_unpack_from(">%di" % n_isr_nodes__1, buf, pos))
+                pos += n_isr_nodes__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_offline_replicas, pos, end)
+                n_offline_replicas__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__1, end, 4, 4)
+                if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                pos += n_offline_replicas__1 * 4
+                obj__1 = _new(MetadataResponse_MetadataResponsePartition)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.replica_nodes = f_replica_nodes__1
+                obj__1.isr_nodes = f_isr_nodes__1
+                obj__1.offline_replicas = f_offline_replicas__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -3593,7 +5856,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -3627,7 +5890,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3636,6 +5899,79 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v9 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                f_error_code__1, f_partition_index__1, f_leader_id__1, f_leader_epoch__1 = _S_hiii.unpack_from(buf, pos)
+                pos += 14
+                if pos < end and buf[pos] < 128:
+                    n_replica_nodes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_replica_nodes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_replica_nodes__1, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                    n_replica_nodes__1 -= 1
+                if n_replica_nodes__1 < 0 or n_replica_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__1, end, 4, 1)
+                if n_replica_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_replica_nodes__1 = list(_A_i[n_replica_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_replica_nodes__1 = list(_unpack_from(">%di" % n_replica_nodes__1, buf, pos))
+                pos += n_replica_nodes__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_isr_nodes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr_nodes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr_nodes__1, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                    n_isr_nodes__1 -= 1
+                if n_isr_nodes__1 < 0 or n_isr_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__1, end, 4, 1)
+                if n_isr_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr_nodes__1 = list(_A_i[n_isr_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_isr_nodes__1 = list(_unpack_from(">%di" % n_isr_nodes__1, buf, pos))
+                pos += n_isr_nodes__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_offline_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_offline_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_offline_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                    n_offline_replicas__1 -= 1
+                if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__1, end, 4, 1)
+                if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                pos += n_offline_replicas__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponsePartition)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.replica_nodes = f_replica_nodes__1
+                obj__1.isr_nodes = f_isr_nodes__1
+                obj__1.offline_replicas = f_offline_replicas__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -3752,7 +6088,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -3790,7 +6126,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3799,6 +6135,79 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v9 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                f_error_code__1, f_partition_index__1, f_leader_id__1, f_leader_epoch__1 = _S_hiii.unpack_from(buf, pos)
+                pos += 14
+                if pos < end and buf[pos] < 128:
+                    n_replica_nodes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_replica_nodes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_replica_nodes__1, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                    n_replica_nodes__1 -= 1
+                if n_replica_nodes__1 < 0 or n_replica_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__1, end, 4, 1)
+                if n_replica_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_replica_nodes__1 = list(_A_i[n_replica_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_replica_nodes__1 = list(_unpack_from(">%di" % n_replica_nodes__1, buf, pos))
+                pos += n_replica_nodes__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_isr_nodes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr_nodes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr_nodes__1, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                    n_isr_nodes__1 -= 1
+                if n_isr_nodes__1 < 0 or n_isr_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__1, end, 4, 1)
+                if n_isr_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr_nodes__1 = list(_A_i[n_isr_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_isr_nodes__1 = list(_unpack_from(">%di" % n_isr_nodes__1, buf, pos))
+                pos += n_isr_nodes__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_offline_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_offline_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_offline_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                    n_offline_replicas__1 -= 1
+                if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__1, end, 4, 1)
+                if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                pos += n_offline_replicas__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponsePartition)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.replica_nodes = f_replica_nodes__1
+                obj__1.isr_nodes = f_isr_nodes__1
+                obj__1.offline_replicas = f_offline_replicas__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -3916,7 +6325,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -3956,7 +6365,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3965,6 +6374,79 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_MetadataResponse_MetadataResponsePartition_v9 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                f_error_code__1, f_partition_index__1, f_leader_id__1, f_leader_epoch__1 = _S_hiii.unpack_from(buf, pos)
+                pos += 14
+                if pos < end and buf[pos] < 128:
+                    n_replica_nodes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_replica_nodes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_replica_nodes__1, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                    n_replica_nodes__1 -= 1
+                if n_replica_nodes__1 < 0 or n_replica_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__1, end, 4, 1)
+                if n_replica_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_replica_nodes__1 = list(_A_i[n_replica_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_replica_nodes__1 = list(_unpack_from(">%di" % n_replica_nodes__1, buf, pos))
+                pos += n_replica_nodes__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_isr_nodes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr_nodes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr_nodes__1, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                    n_isr_nodes__1 -= 1
+                if n_isr_nodes__1 < 0 or n_isr_nodes__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__1, end, 4, 1)
+                if n_isr_nodes__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr_nodes__1 = list(_A_i[n_isr_nodes__1].unpack_from(buf, pos))
+                else:
+                    f_isr_nodes__1 = list(_unpack_from(">%di" % n_isr_nodes__1, buf, pos))
+                pos += n_isr_nodes__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_offline_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_offline_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_offline_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                    n_offline_replicas__1 -= 1
+                if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__1, end, 4, 1)
+                if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                pos += n_offline_replicas__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(MetadataResponse_MetadataResponsePartition)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_id = f_leader_id__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.replica_nodes = f_replica_nodes__1
+                obj__1.isr_nodes = f_isr_nodes__1
+                obj__1.offline_replicas = f_offline_replicas__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:

@@ -91,7 +91,7 @@ def _dec_OffsetCommitRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -107,7 +107,7 @@ def _dec_OffsetCommitRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -116,6 +116,65 @@ def _dec_OffsetCommitRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
+                            f_partition_index__2, f_committed_offset__2, n_committed_metadata__2 = _S_iqh.unpack_from(buf, pos)
+                            pos += 14
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
+                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = -1
+                            obj__2.commit_timestamp = -1
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     else:
@@ -186,7 +245,7 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -207,7 +266,7 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -223,7 +282,7 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -232,6 +291,65 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 22, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 22:
+                                raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
+                            f_partition_index__2, f_committed_offset__2, f_commit_timestamp__2, n_committed_metadata__2 = _S_iqqh.unpack_from(buf, pos)
+                            pos += 22
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
+                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = -1
+                            obj__2.commit_timestamp = f_commit_timestamp__2
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     else:
@@ -321,7 +439,7 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -342,7 +460,7 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -359,7 +477,7 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -368,6 +486,65 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
+                            f_partition_index__2, f_committed_offset__2, n_committed_metadata__2 = _S_iqh.unpack_from(buf, pos)
+                            pos += 14
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
+                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = -1
+                            obj__2.commit_timestamp = -1
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     else:
@@ -458,7 +635,7 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -479,7 +656,7 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -495,7 +672,7 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -504,6 +681,65 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
+                            f_partition_index__2, f_committed_offset__2, n_committed_metadata__2 = _S_iqh.unpack_from(buf, pos)
+                            pos += 14
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
+                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = -1
+                            obj__2.commit_timestamp = -1
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     else:
@@ -593,7 +829,7 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -614,7 +850,7 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -630,7 +866,7 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -639,6 +875,65 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_partition_index__committed_metadata_3, pos, end)
+                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2, n_committed_metadata__2 = _S_iqih.unpack_from(buf, pos)
+                            pos += 18
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
+                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            obj__2.commit_timestamp = -1
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     else:
@@ -728,7 +1023,7 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -749,7 +1044,7 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -769,7 +1064,7 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -787,7 +1082,7 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -796,6 +1091,65 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_partition_index__committed_metadata_3, pos, end)
+                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2, n_committed_metadata__2 = _S_iqih.unpack_from(buf, pos)
+                            pos += 18
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
+                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            obj__2.commit_timestamp = -1
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     else:
@@ -909,7 +1263,7 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -944,7 +1298,7 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -972,7 +1326,7 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -998,7 +1352,7 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1007,6 +1361,94 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_committed_metadata__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_committed_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_committed_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
+                                n_committed_metadata__2 -= 1
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            obj__2.commit_timestamp = -1
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1137,7 +1579,7 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -1172,7 +1614,7 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1200,7 +1642,7 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -1226,7 +1668,7 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1235,6 +1677,81 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_committed_metadata__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_committed_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_committed_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
+                                n_committed_metadata__2 -= 1
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            obj__2.commit_timestamp = -1
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+                obj__1.name = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1357,7 +1874,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1373,7 +1890,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1382,6 +1899,34 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
+                f_partition_index__1, f_committed_offset__1, n_committed_metadata__1 = _S_iqh.unpack_from(buf, pos)
+                pos += 14
+                if 0 <= n_committed_metadata__1 <= end - pos:
+                    try:
+                        f_committed_metadata__1 = buf[pos:pos + n_committed_metadata__1].decode() if n_committed_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                    pos += n_committed_metadata__1
+                elif n_committed_metadata__1 == -1:
+                    f_committed_metadata__1 = None
+                else:
+                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__1, end, 2, True)
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = -1
+                obj__1.commit_timestamp = -1
+                obj__1.committed_metadata = f_committed_metadata__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     else:
@@ -1447,7 +1992,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1463,7 +2008,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 22, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1472,6 +2017,34 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 22:
+                    raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
+                f_partition_index__1, f_committed_offset__1, f_commit_timestamp__1, n_committed_metadata__1 = _S_iqqh.unpack_from(buf, pos)
+                pos += 22
+                if 0 <= n_committed_metadata__1 <= end - pos:
+                    try:
+                        f_committed_metadata__1 = buf[pos:pos + n_committed_metadata__1].decode() if n_committed_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                    pos += n_committed_metadata__1
+                elif n_committed_metadata__1 == -1:
+                    f_committed_metadata__1 = None
+                else:
+                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__1, end, 2, True)
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = -1
+                obj__1.commit_timestamp = f_commit_timestamp__1
+                obj__1.committed_metadata = f_committed_metadata__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     else:
@@ -1537,7 +2110,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1553,7 +2126,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1562,6 +2135,34 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 18:
+                    raise _w.short_run(_RUN_partition_index__committed_metadata_3, pos, end)
+                f_partition_index__1, f_committed_offset__1, f_committed_leader_epoch__1, n_committed_metadata__1 = _S_iqih.unpack_from(buf, pos)
+                pos += 18
+                if 0 <= n_committed_metadata__1 <= end - pos:
+                    try:
+                        f_committed_metadata__1 = buf[pos:pos + n_committed_metadata__1].decode() if n_committed_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                    pos += n_committed_metadata__1
+                elif n_committed_metadata__1 == -1:
+                    f_committed_metadata__1 = None
+                else:
+                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__1, end, 2, True)
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = f_committed_leader_epoch__1
+                obj__1.commit_timestamp = -1
+                obj__1.committed_metadata = f_committed_metadata__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     else:
@@ -1635,7 +2236,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1659,7 +2260,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1668,6 +2269,48 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                f_partition_index__1, f_committed_offset__1, f_committed_leader_epoch__1 = _S_iqi.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_committed_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_committed_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_committed_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
+                    n_committed_metadata__1 -= 1
+                if 0 <= n_committed_metadata__1 <= end - pos:
+                    try:
+                        f_committed_metadata__1 = buf[pos:pos + n_committed_metadata__1].decode() if n_committed_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                    pos += n_committed_metadata__1
+                elif n_committed_metadata__1 == -1:
+                    f_committed_metadata__1 = None
+                else:
+                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = f_committed_leader_epoch__1
+                obj__1.commit_timestamp = -1
+                obj__1.committed_metadata = f_committed_metadata__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1752,7 +2395,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1761,6 +2404,48 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                f_partition_index__1, f_committed_offset__1, f_committed_leader_epoch__1 = _S_iqi.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_committed_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_committed_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_committed_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
+                    n_committed_metadata__1 -= 1
+                if 0 <= n_committed_metadata__1 <= end - pos:
+                    try:
+                        f_committed_metadata__1 = buf[pos:pos + n_committed_metadata__1].decode() if n_committed_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                    pos += n_committed_metadata__1
+                elif n_committed_metadata__1 == -1:
+                    f_committed_metadata__1 = None
+                else:
+                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = f_committed_leader_epoch__1
+                obj__1.commit_timestamp = -1
+                obj__1.committed_metadata = f_committed_metadata__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1821,7 +2506,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
             try:
-                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode() if n_committed_metadata else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
@@ -1891,7 +2576,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
             try:
-                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode() if n_committed_metadata else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
@@ -1960,7 +2645,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
             try:
-                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode() if n_committed_metadata else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
@@ -2045,7 +2730,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
             try:
-                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode() if n_committed_metadata else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
@@ -2123,7 +2808,7 @@ def _dec_OffsetCommitResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2132,6 +2817,52 @@ def _dec_OffsetCommitResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 6, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            obj__2 = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
     else:
@@ -2175,7 +2906,7 @@ def _dec_OffsetCommitResponse_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2184,6 +2915,52 @@ def _dec_OffsetCommitResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 6, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            obj__2 = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
     else:
@@ -2242,7 +3019,7 @@ def _dec_OffsetCommitResponse_v8(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2251,6 +3028,72 @@ def _dec_OffsetCommitResponse_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 7:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 7, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2323,7 +3166,7 @@ def _dec_OffsetCommitResponse_v10(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2332,6 +3175,59 @@ def _dec_OffsetCommitResponse_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 7:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 7, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
+                obj__1.name = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2393,7 +3289,7 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -2409,7 +3305,7 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2418,6 +3314,21 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                obj__1 = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
     else:
@@ -2491,7 +3402,7 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -2515,7 +3426,7 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2524,6 +3435,26 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2608,7 +3539,7 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2617,6 +3548,26 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

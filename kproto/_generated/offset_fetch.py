@@ -89,7 +89,7 @@ def _dec_OffsetFetchRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -105,7 +105,7 @@ def _dec_OffsetFetchRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -114,6 +114,40 @@ def _dec_OffsetFetchRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_indexes, pos, end)
+                n_partition_indexes__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                    raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes__1, end, 4, 4)
+                if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                    f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                else:
+                    f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                pos += n_partition_indexes__1 * 4
+                obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.partition_indexes = f_partition_indexes__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
     else:
@@ -184,7 +218,7 @@ def _dec_OffsetFetchRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -203,7 +237,7 @@ def _dec_OffsetFetchRequest_v2(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -212,6 +246,40 @@ def _dec_OffsetFetchRequest_v2(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0 reads it.
+            try:
+                for i in range(n_topics):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partition_indexes, pos, end)
+                    n_partition_indexes__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                        raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes__1, end, 4, 4)
+                    if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                        f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                    else:
+                        f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                    pos += n_partition_indexes__1 * 4
+                    obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
+                    obj__1.name = f_name__1
+                    obj__1.partition_indexes = f_partition_indexes__1
+                    obj__1.unknown_tagged_fields = []
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
     else:
@@ -291,7 +359,7 @@ def _dec_OffsetFetchRequest_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -318,7 +386,7 @@ def _dec_OffsetFetchRequest_v6(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -327,6 +395,55 @@ def _dec_OffsetFetchRequest_v6(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6 reads it.
+            try:
+                for i in range(n_topics):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partition_indexes__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                        n_partition_indexes__1 -= 1
+                    if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                    if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                        f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                    else:
+                        f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                    pos += n_partition_indexes__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
+                    obj__1.name = f_name__1
+                    obj__1.partition_indexes = f_partition_indexes__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -417,7 +534,7 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -444,7 +561,7 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -453,6 +570,55 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6 reads it.
+            try:
+                for i in range(n_topics):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partition_indexes__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                        n_partition_indexes__1 -= 1
+                    if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                    if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                        f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                    else:
+                        f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                    pos += n_partition_indexes__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
+                    obj__1.name = f_name__1
+                    obj__1.partition_indexes = f_partition_indexes__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_require_stable, pos, end)
     if cython.compiled:
@@ -552,7 +718,7 @@ def _dec_OffsetFetchRequest_v8(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 3:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 3, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -561,6 +727,106 @@ def _dec_OffsetFetchRequest_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8 reads it.
+        try:
+            for i in range(n_groups):
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 == -1:
+                    f_topics__1 = None
+                elif n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                else:
+                    f_topics__1 = []
+                    if n_topics__1:
+                        # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8 reads it.
+                        try:
+                            for i__1 in range(n_topics__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                                if 0 <= n_name__2 <= end - pos:
+                                    try:
+                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('name', pos, exc) from None
+                                    pos += n_name__2
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_partition_indexes__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partition_indexes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partition_indexes__2, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                                    n_partition_indexes__2 -= 1
+                                if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
+                                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__2, end, 4, 1)
+                                if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
+                                    f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
+                                else:
+                                    f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
+                                pos += n_partition_indexes__2 * 4
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
+                                obj__2.name = f_name__2
+                                obj__2.topic_id = _w.ZERO_UUID
+                                obj__2.partition_indexes = f_partition_indexes__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_topics__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.member_id = None
+                obj__1.member_epoch = -1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_require_stable, pos, end)
     if cython.compiled:
@@ -642,7 +908,7 @@ def _dec_OffsetFetchRequest_v9(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 8:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 8, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -651,6 +917,129 @@ def _dec_OffsetFetchRequest_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9 reads it.
+        try:
+            for i in range(n_groups):
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                elif n_member_id__1 == -1:
+                    f_member_id__1 = None
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, True)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_member_epoch, pos, end)
+                f_member_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 == -1:
+                    f_topics__1 = None
+                elif n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                else:
+                    f_topics__1 = []
+                    if n_topics__1:
+                        # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8 reads it.
+                        try:
+                            for i__1 in range(n_topics__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                                if 0 <= n_name__2 <= end - pos:
+                                    try:
+                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('name', pos, exc) from None
+                                    pos += n_name__2
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_partition_indexes__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partition_indexes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partition_indexes__2, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                                    n_partition_indexes__2 -= 1
+                                if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
+                                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__2, end, 4, 1)
+                                if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
+                                    f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
+                                else:
+                                    f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
+                                pos += n_partition_indexes__2 * 4
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
+                                obj__2.name = f_name__2
+                                obj__2.topic_id = _w.ZERO_UUID
+                                obj__2.partition_indexes = f_partition_indexes__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_topics__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.member_id = f_member_id__1
+                obj__1.member_epoch = f_member_epoch__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_require_stable, pos, end)
     if cython.compiled:
@@ -732,7 +1121,7 @@ def _dec_OffsetFetchRequest_v10(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 8:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 8, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -741,6 +1130,116 @@ def _dec_OffsetFetchRequest_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10 reads it.
+        try:
+            for i in range(n_groups):
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                elif n_member_id__1 == -1:
+                    f_member_id__1 = None
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, True)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_member_epoch, pos, end)
+                f_member_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 == -1:
+                    f_topics__1 = None
+                elif n_topics__1 < 0 or n_topics__1 > (end - pos) // 18:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 18, 1)
+                else:
+                    f_topics__1 = []
+                    if n_topics__1:
+                        # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10 reads it.
+                        try:
+                            for i__1 in range(n_topics__1):
+                                if end - pos < 16:
+                                    raise _w.short_read('topic_id', pos, 16, end)
+                                f_topic_id__2 = _w.uuid_at(buf, pos)
+                                pos += 16
+                                if pos < end and buf[pos] < 128:
+                                    n_partition_indexes__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partition_indexes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partition_indexes__2, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                                    n_partition_indexes__2 -= 1
+                                if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
+                                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__2, end, 4, 1)
+                                if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
+                                    f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
+                                else:
+                                    f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
+                                pos += n_partition_indexes__2 * 4
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
+                                obj__2.name = ''
+                                obj__2.topic_id = f_topic_id__2
+                                obj__2.partition_indexes = f_partition_indexes__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_topics__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.member_id = f_member_id__1
+                obj__1.member_epoch = f_member_epoch__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_require_stable, pos, end)
     if cython.compiled:
@@ -818,7 +1317,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -916,7 +1415,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1033,7 +1532,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -1060,7 +1559,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -1069,6 +1568,56 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8 reads it.
+            try:
+                for i in range(n_topics):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partition_indexes__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                        n_partition_indexes__1 -= 1
+                    if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                    if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                        f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                    else:
+                        f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                    pos += n_partition_indexes__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
+                    obj__1.name = f_name__1
+                    obj__1.topic_id = _w.ZERO_UUID
+                    obj__1.partition_indexes = f_partition_indexes__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1155,7 +1704,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -1183,7 +1732,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1219,7 +1768,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -1228,6 +1777,56 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8 reads it.
+            try:
+                for i in range(n_topics):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partition_indexes__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                        n_partition_indexes__1 -= 1
+                    if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                    if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                        f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                    else:
+                        f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                    pos += n_partition_indexes__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
+                    obj__1.name = f_name__1
+                    obj__1.topic_id = _w.ZERO_UUID
+                    obj__1.partition_indexes = f_partition_indexes__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1338,7 +1937,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -1366,7 +1965,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1402,7 +2001,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     else:
         f_topics = []
-        if cython.compiled or n_topics:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -1411,6 +2010,43 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
             pos = cur.pos
+        elif n_topics:
+            # Each element read inline (pure Python only), as _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10 reads it.
+            try:
+                for i in range(n_topics):
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                    if pos < end and buf[pos] < 128:
+                        n_partition_indexes__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                        n_partition_indexes__1 -= 1
+                    if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                    if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                        f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                    else:
+                        f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                    pos += n_partition_indexes__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
+                    obj__1.name = ''
+                    obj__1.topic_id = f_topic_id__1
+                    obj__1.partition_indexes = f_partition_indexes__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1521,7 +2157,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1703,7 +2339,7 @@ def _dec_OffsetFetchResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1712,6 +2348,68 @@ def _dec_OffsetFetchResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__metadata, pos, end)
+                            f_partition_index__2, f_committed_offset__2, n_metadata__2 = _S_iqh.unpack_from(buf, pos)
+                            pos += 14
+                            if 0 <= n_metadata__2 <= end - pos:
+                                try:
+                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('metadata', pos, exc) from None
+                                pos += n_metadata__2
+                            elif n_metadata__2 == -1:
+                                f_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 2, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_error_code, pos, end)
+                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = -1
+                            obj__2.metadata = f_metadata__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
     else:
@@ -1758,7 +2456,7 @@ def _dec_OffsetFetchResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1767,6 +2465,68 @@ def _dec_OffsetFetchResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__metadata, pos, end)
+                            f_partition_index__2, f_committed_offset__2, n_metadata__2 = _S_iqh.unpack_from(buf, pos)
+                            pos += 14
+                            if 0 <= n_metadata__2 <= end - pos:
+                                try:
+                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('metadata', pos, exc) from None
+                                pos += n_metadata__2
+                            elif n_metadata__2 == -1:
+                                f_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 2, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_error_code, pos, end)
+                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = -1
+                            obj__2.metadata = f_metadata__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1826,7 +2586,7 @@ def _dec_OffsetFetchResponse_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1835,6 +2595,68 @@ def _dec_OffsetFetchResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__metadata, pos, end)
+                            f_partition_index__2, f_committed_offset__2, n_metadata__2 = _S_iqh.unpack_from(buf, pos)
+                            pos += 14
+                            if 0 <= n_metadata__2 <= end - pos:
+                                try:
+                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('metadata', pos, exc) from None
+                                pos += n_metadata__2
+                            elif n_metadata__2 == -1:
+                                f_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 2, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_error_code, pos, end)
+                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = -1
+                            obj__2.metadata = f_metadata__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1895,7 +2717,7 @@ def _dec_OffsetFetchResponse_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1904,6 +2726,68 @@ def _dec_OffsetFetchResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 20:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 20, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_partition_index__metadata_2, pos, end)
+                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2, n_metadata__2 = _S_iqih.unpack_from(buf, pos)
+                            pos += 18
+                            if 0 <= n_metadata__2 <= end - pos:
+                                try:
+                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('metadata', pos, exc) from None
+                                pos += n_metadata__2
+                            elif n_metadata__2 == -1:
+                                f_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 2, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_error_code, pos, end)
+                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            obj__2.metadata = f_metadata__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1978,7 +2862,7 @@ def _dec_OffsetFetchResponse_v6(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1987,6 +2871,97 @@ def _dec_OffsetFetchResponse_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 20:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 20, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_metadata__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                                n_metadata__2 -= 1
+                            if 0 <= n_metadata__2 <= end - pos:
+                                try:
+                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('metadata', pos, exc) from None
+                                pos += n_metadata__2
+                            elif n_metadata__2 == -1:
+                                f_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 1, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_error_code, pos, end)
+                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            obj__2.metadata = f_metadata__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2075,7 +3050,7 @@ def _dec_OffsetFetchResponse_v8(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 5:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 5, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2084,6 +3059,148 @@ def _dec_OffsetFetchResponse_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8 reads it.
+        try:
+            for i in range(n_groups):
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 20:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 20, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8 reads it.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 16:
+                                            raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                                        f_partition_index__3, f_committed_offset__3, f_committed_leader_epoch__3 = _S_iqi.unpack_from(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] < 128:
+                                            n_metadata__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_metadata__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_metadata__3, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                                            n_metadata__3 -= 1
+                                        if 0 <= n_metadata__3 <= end - pos:
+                                            try:
+                                                f_metadata__3 = buf[pos:pos + n_metadata__3].decode() if n_metadata__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('metadata', pos, exc) from None
+                                            pos += n_metadata__3
+                                        elif n_metadata__3 == -1:
+                                            f_metadata__3 = None
+                                        else:
+                                            raise _w.bad_sized('metadata', pos, n_metadata__3, end, 1, True)
+                                        if end - pos < 2:
+                                            raise _w.short_run(_RUN_error_code, pos, end)
+                                        f_error_code__3 = _S_h.unpack_from(buf, pos)[0]
+                                        pos += 2
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.committed_offset = f_committed_offset__3
+                                        obj__3.committed_leader_epoch = f_committed_leader_epoch__3
+                                        obj__3.metadata = f_metadata__3
+                                        obj__3.error_code = f_error_code__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
+                            obj__2.name = f_name__2
+                            obj__2.topic_id = _w.ZERO_UUID
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.topics = f_topics__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2160,7 +3277,7 @@ def _dec_OffsetFetchResponse_v10(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 5:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 5, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2169,6 +3286,135 @@ def _dec_OffsetFetchResponse_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10 reads it.
+        try:
+            for i in range(n_groups):
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 18:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 18, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if end - pos < 16:
+                                raise _w.short_read('topic_id', pos, 16, end)
+                            f_topic_id__2 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 20:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 20, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8 reads it.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 16:
+                                            raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                                        f_partition_index__3, f_committed_offset__3, f_committed_leader_epoch__3 = _S_iqi.unpack_from(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] < 128:
+                                            n_metadata__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_metadata__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_metadata__3, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                                            n_metadata__3 -= 1
+                                        if 0 <= n_metadata__3 <= end - pos:
+                                            try:
+                                                f_metadata__3 = buf[pos:pos + n_metadata__3].decode() if n_metadata__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('metadata', pos, exc) from None
+                                            pos += n_metadata__3
+                                        elif n_metadata__3 == -1:
+                                            f_metadata__3 = None
+                                        else:
+                                            raise _w.bad_sized('metadata', pos, n_metadata__3, end, 1, True)
+                                        if end - pos < 2:
+                                            raise _w.short_run(_RUN_error_code, pos, end)
+                                        f_error_code__3 = _S_h.unpack_from(buf, pos)[0]
+                                        pos += 2
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.committed_offset = f_committed_offset__3
+                                        obj__3.committed_leader_epoch = f_committed_leader_epoch__3
+                                        obj__3.metadata = f_metadata__3
+                                        obj__3.error_code = f_error_code__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
+                            obj__2.name = ''
+                            obj__2.topic_id = f_topic_id__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.topics = f_topics__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2234,7 +3480,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -2250,7 +3496,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2259,6 +3505,38 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_partition_index__metadata, pos, end)
+                f_partition_index__1, f_committed_offset__1, n_metadata__1 = _S_iqh.unpack_from(buf, pos)
+                pos += 14
+                if 0 <= n_metadata__1 <= end - pos:
+                    try:
+                        f_metadata__1 = buf[pos:pos + n_metadata__1].decode() if n_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('metadata', pos, exc) from None
+                    pos += n_metadata__1
+                elif n_metadata__1 == -1:
+                    f_metadata__1 = None
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 2, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = -1
+                obj__1.metadata = f_metadata__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
     else:
@@ -2323,7 +3601,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -2339,7 +3617,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 20, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2348,6 +3626,38 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 18:
+                    raise _w.short_run(_RUN_partition_index__metadata_2, pos, end)
+                f_partition_index__1, f_committed_offset__1, f_committed_leader_epoch__1, n_metadata__1 = _S_iqih.unpack_from(buf, pos)
+                pos += 18
+                if 0 <= n_metadata__1 <= end - pos:
+                    try:
+                        f_metadata__1 = buf[pos:pos + n_metadata__1].decode() if n_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('metadata', pos, exc) from None
+                    pos += n_metadata__1
+                elif n_metadata__1 == -1:
+                    f_metadata__1 = None
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 2, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = f_committed_leader_epoch__1
+                obj__1.metadata = f_metadata__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
     else:
@@ -2420,7 +3730,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -2444,7 +3754,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2453,6 +3763,52 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                f_partition_index__1, f_committed_offset__1, f_committed_leader_epoch__1 = _S_iqi.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                    n_metadata__1 -= 1
+                if 0 <= n_metadata__1 <= end - pos:
+                    try:
+                        f_metadata__1 = buf[pos:pos + n_metadata__1].decode() if n_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('metadata', pos, exc) from None
+                    pos += n_metadata__1
+                elif n_metadata__1 == -1:
+                    f_metadata__1 = None
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = f_committed_leader_epoch__1
+                obj__1.metadata = f_metadata__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2530,7 +3886,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
             try:
-                f_metadata = buf[pos:pos + n_metadata].decode()
+                f_metadata = buf[pos:pos + n_metadata].decode() if n_metadata else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata
@@ -2610,7 +3966,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
             try:
-                f_metadata = buf[pos:pos + n_metadata].decode()
+                f_metadata = buf[pos:pos + n_metadata].decode() if n_metadata else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata
@@ -2705,7 +4061,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
             try:
-                f_metadata = buf[pos:pos + n_metadata].decode()
+                f_metadata = buf[pos:pos + n_metadata].decode() if n_metadata else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata
@@ -2805,7 +4161,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -2829,7 +4185,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2838,6 +4194,98 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 20:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 20, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_metadata__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                                n_metadata__2 -= 1
+                            if 0 <= n_metadata__2 <= end - pos:
+                                try:
+                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('metadata', pos, exc) from None
+                                pos += n_metadata__2
+                            elif n_metadata__2 == -1:
+                                f_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 1, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_error_code, pos, end)
+                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            obj__2.metadata = f_metadata__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2934,7 +4382,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -2958,7 +4406,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2967,6 +4415,85 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 20:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 20, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_metadata__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                                n_metadata__2 -= 1
+                            if 0 <= n_metadata__2 <= end - pos:
+                                try:
+                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('metadata', pos, exc) from None
+                                pos += n_metadata__2
+                            elif n_metadata__2 == -1:
+                                f_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 1, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_error_code, pos, end)
+                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            obj__2.metadata = f_metadata__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
+                obj__1.name = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -3063,7 +4590,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -3087,7 +4614,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3096,6 +4623,52 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                f_partition_index__1, f_committed_offset__1, f_committed_leader_epoch__1 = _S_iqi.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                    n_metadata__1 -= 1
+                if 0 <= n_metadata__1 <= end - pos:
+                    try:
+                        f_metadata__1 = buf[pos:pos + n_metadata__1].decode() if n_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('metadata', pos, exc) from None
+                    pos += n_metadata__1
+                elif n_metadata__1 == -1:
+                    f_metadata__1 = None
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = f_committed_leader_epoch__1
+                obj__1.metadata = f_metadata__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -3180,7 +4753,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -3189,6 +4762,52 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                f_partition_index__1, f_committed_offset__1, f_committed_leader_epoch__1 = _S_iqi.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                    n_metadata__1 -= 1
+                if 0 <= n_metadata__1 <= end - pos:
+                    try:
+                        f_metadata__1 = buf[pos:pos + n_metadata__1].decode() if n_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('metadata', pos, exc) from None
+                    pos += n_metadata__1
+                elif n_metadata__1 == -1:
+                    f_metadata__1 = None
+                else:
+                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = f_committed_leader_epoch__1
+                obj__1.metadata = f_metadata__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -3264,7 +4883,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
             try:
-                f_metadata = buf[pos:pos + n_metadata].decode()
+                f_metadata = buf[pos:pos + n_metadata].decode() if n_metadata else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata

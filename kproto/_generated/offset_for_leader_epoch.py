@@ -80,7 +80,7 @@ def _dec_OffsetForLeaderEpochRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -89,6 +89,52 @@ def _dec_OffsetForLeaderEpochRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 8:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 8, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
+                            f_partition__2, f_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            obj__2 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = -1
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
     else:
@@ -131,7 +177,7 @@ def _dec_OffsetForLeaderEpochRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -140,6 +186,52 @@ def _dec_OffsetForLeaderEpochRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 12:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 12, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
+                            f_partition__2, f_current_leader_epoch__2, f_leader_epoch__2 = _S_iii.unpack_from(buf, pos)
+                            pos += 12
+                            obj__2 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
     else:
@@ -183,7 +275,7 @@ def _dec_OffsetForLeaderEpochRequest_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -192,6 +284,52 @@ def _dec_OffsetForLeaderEpochRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 12:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 12, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
+                            f_partition__2, f_current_leader_epoch__2, f_leader_epoch__2 = _S_iii.unpack_from(buf, pos)
+                            pos += 12
+                            obj__2 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
     else:
@@ -250,7 +388,7 @@ def _dec_OffsetForLeaderEpochRequest_v4(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -259,6 +397,72 @@ def _dec_OffsetForLeaderEpochRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                    n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 13:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 13, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
+                            f_partition__2, f_current_leader_epoch__2, f_leader_epoch__2 = _S_iii.unpack_from(buf, pos)
+                            pos += 12
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -320,7 +524,7 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -336,7 +540,7 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 8:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 8, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -345,6 +549,22 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
+                f_partition__1, f_leader_epoch__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                obj__1 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = -1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     else:
@@ -409,7 +629,7 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -425,7 +645,7 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 12:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 12, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -434,6 +654,22 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
+                f_partition__1, f_current_leader_epoch__1, f_leader_epoch__1 = _S_iii.unpack_from(buf, pos)
+                pos += 12
+                obj__1 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = f_current_leader_epoch__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     else:
@@ -506,7 +742,7 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -530,7 +766,7 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 13:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 13, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -539,6 +775,27 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
+                f_partition__1, f_current_leader_epoch__1, f_leader_epoch__1 = _S_iii.unpack_from(buf, pos)
+                pos += 12
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+                obj__1.partition = f_partition__1
+                obj__1.current_leader_epoch = f_current_leader_epoch__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -728,7 +985,7 @@ def _dec_OffsetForLeaderEpochResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -737,6 +994,53 @@ def _dec_OffsetForLeaderEpochResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__end_offset, pos, end)
+                            f_error_code__2, f_partition__2, f_end_offset__2 = _S_hiq.unpack_from(buf, pos)
+                            pos += 14
+                            obj__2 = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition = f_partition__2
+                            obj__2.leader_epoch = -1
+                            obj__2.end_offset = f_end_offset__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
     else:
@@ -779,7 +1083,7 @@ def _dec_OffsetForLeaderEpochResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -788,6 +1092,53 @@ def _dec_OffsetForLeaderEpochResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
+                            f_error_code__2, f_partition__2, f_leader_epoch__2, f_end_offset__2 = _S_hiiq.unpack_from(buf, pos)
+                            pos += 18
+                            obj__2 = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition = f_partition__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.end_offset = f_end_offset__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
     else:
@@ -831,7 +1182,7 @@ def _dec_OffsetForLeaderEpochResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -840,6 +1191,53 @@ def _dec_OffsetForLeaderEpochResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic, pos, end)
+                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
+                            f_error_code__2, f_partition__2, f_leader_epoch__2, f_end_offset__2 = _S_hiiq.unpack_from(buf, pos)
+                            pos += 18
+                            obj__2 = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition = f_partition__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.end_offset = f_end_offset__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
     else:
@@ -898,7 +1296,7 @@ def _dec_OffsetForLeaderEpochResponse_v4(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -907,6 +1305,73 @@ def _dec_OffsetForLeaderEpochResponse_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                    n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 19:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 19, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v4 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
+                            f_error_code__2, f_partition__2, f_leader_epoch__2, f_end_offset__2 = _S_hiiq.unpack_from(buf, pos)
+                            pos += 18
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition = f_partition__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.end_offset = f_end_offset__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -968,7 +1433,7 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, en
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -984,7 +1449,7 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, en
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -993,6 +1458,23 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, en
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_error_code__end_offset, pos, end)
+                f_error_code__1, f_partition__1, f_end_offset__1 = _S_hiq.unpack_from(buf, pos)
+                pos += 14
+                obj__1 = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition = f_partition__1
+                obj__1.leader_epoch = -1
+                obj__1.end_offset = f_end_offset__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     else:
@@ -1057,7 +1539,7 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, en
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -1073,7 +1555,7 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, en
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1082,6 +1564,23 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, en
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 18:
+                    raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
+                f_error_code__1, f_partition__1, f_leader_epoch__1, f_end_offset__1 = _S_hiiq.unpack_from(buf, pos)
+                pos += 18
+                obj__1 = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition = f_partition__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.end_offset = f_end_offset__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     else:
@@ -1154,7 +1653,7 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, en
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
@@ -1178,7 +1677,7 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, en
     if n_partitions < 0 or n_partitions > (end - pos) // 19:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 19, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1187,6 +1686,28 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, en
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v4 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 18:
+                    raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
+                f_error_code__1, f_partition__1, f_leader_epoch__1, f_end_offset__1 = _S_hiiq.unpack_from(buf, pos)
+                pos += 18
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+                obj__1.error_code = f_error_code__1
+                obj__1.partition = f_partition__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.end_offset = f_end_offset__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

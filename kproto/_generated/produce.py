@@ -95,7 +95,7 @@ def _dec_ProduceRequest_v0(buf, cur, end):
     if n_topic_data < 0 or n_topic_data > (end - pos) // 6:
         raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6, 4)
     f_topic_data = []
-    if cython.compiled or n_topic_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -104,6 +104,59 @@ def _dec_ProduceRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_data[%d]" % i)
         pos = cur.pos
+    elif n_topic_data:
+        # Each element read inline (pure Python only), as _dec_ProduceRequest_TopicProduceData_v0 reads it.
+        try:
+            for i in range(n_topic_data):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_data, pos, end)
+                n_partition_data__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_data__1 < 0 or n_partition_data__1 > (end - pos) // 8:
+                    raise _w.bad_count('partition_data', pos - 4, n_partition_data__1, end, 8, 4)
+                f_partition_data__1 = []
+                if n_partition_data__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceRequest_PartitionProduceData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partition_data__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_index__records, pos, end)
+                            f_index__2, n_records__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
+                            obj__2 = _new(ProduceRequest_PartitionProduceData)
+                            obj__2.index = f_index__2
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_data__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_data[%d]" % i__1)
+                obj__1 = _new(ProduceRequest_TopicProduceData)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_data = f_partition_data__1
+                obj__1.unknown_tagged_fields = []
+                f_topic_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
     if cython.compiled:
         obj = ProduceRequest.__new__(ProduceRequest)
     else:
@@ -156,7 +209,7 @@ def _dec_ProduceRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -176,7 +229,7 @@ def _dec_ProduceRequest_v3(buf, cur, end):
     if n_topic_data < 0 or n_topic_data > (end - pos) // 6:
         raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6, 4)
     f_topic_data = []
-    if cython.compiled or n_topic_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -185,6 +238,59 @@ def _dec_ProduceRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_data[%d]" % i)
         pos = cur.pos
+    elif n_topic_data:
+        # Each element read inline (pure Python only), as _dec_ProduceRequest_TopicProduceData_v0 reads it.
+        try:
+            for i in range(n_topic_data):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_data, pos, end)
+                n_partition_data__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_data__1 < 0 or n_partition_data__1 > (end - pos) // 8:
+                    raise _w.bad_count('partition_data', pos - 4, n_partition_data__1, end, 8, 4)
+                f_partition_data__1 = []
+                if n_partition_data__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceRequest_PartitionProduceData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partition_data__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_index__records, pos, end)
+                            f_index__2, n_records__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
+                            obj__2 = _new(ProduceRequest_PartitionProduceData)
+                            obj__2.index = f_index__2
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_data__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_data[%d]" % i__1)
+                obj__1 = _new(ProduceRequest_TopicProduceData)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_data = f_partition_data__1
+                obj__1.unknown_tagged_fields = []
+                f_topic_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
     if cython.compiled:
         obj = ProduceRequest.__new__(ProduceRequest)
     else:
@@ -261,7 +367,7 @@ def _dec_ProduceRequest_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -295,7 +401,7 @@ def _dec_ProduceRequest_v9(buf, cur, end):
     if n_topic_data < 0 or n_topic_data > (end - pos) // 3:
         raise _w.bad_count('topic_data', pos - 1, n_topic_data, end, 3, 1)
     f_topic_data = []
-    if cython.compiled or n_topic_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -304,6 +410,88 @@ def _dec_ProduceRequest_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_data[%d]" % i)
         pos = cur.pos
+    elif n_topic_data:
+        # Each element read inline (pure Python only), as _dec_ProduceRequest_TopicProduceData_v9 reads it.
+        try:
+            for i in range(n_topic_data):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_data__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_data__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_data__1, pos = _w.read_uvarint(buf, pos, end, 'partition_data')
+                    n_partition_data__1 -= 1
+                if n_partition_data__1 < 0 or n_partition_data__1 > (end - pos) // 6:
+                    raise _w.bad_count('partition_data', pos - 1, n_partition_data__1, end, 6, 1)
+                f_partition_data__1 = []
+                if n_partition_data__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceRequest_PartitionProduceData_v9 reads it.
+                    try:
+                        for i__1 in range(n_partition_data__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_index, pos, end)
+                            f_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
+                                n_records__2 -= 1
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ProduceRequest_PartitionProduceData)
+                            obj__2.index = f_index__2
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_data__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_data[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ProduceRequest_TopicProduceData)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_data = f_partition_data__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -395,7 +583,7 @@ def _dec_ProduceRequest_v13(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -429,7 +617,7 @@ def _dec_ProduceRequest_v13(buf, cur, end):
     if n_topic_data < 0 or n_topic_data > (end - pos) // 18:
         raise _w.bad_count('topic_data', pos - 1, n_topic_data, end, 18, 1)
     f_topic_data = []
-    if cython.compiled or n_topic_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -438,6 +626,75 @@ def _dec_ProduceRequest_v13(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_data[%d]" % i)
         pos = cur.pos
+    elif n_topic_data:
+        # Each element read inline (pure Python only), as _dec_ProduceRequest_TopicProduceData_v13 reads it.
+        try:
+            for i in range(n_topic_data):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partition_data__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_data__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_data__1, pos = _w.read_uvarint(buf, pos, end, 'partition_data')
+                    n_partition_data__1 -= 1
+                if n_partition_data__1 < 0 or n_partition_data__1 > (end - pos) // 6:
+                    raise _w.bad_count('partition_data', pos - 1, n_partition_data__1, end, 6, 1)
+                f_partition_data__1 = []
+                if n_partition_data__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceRequest_PartitionProduceData_v9 reads it.
+                    try:
+                        for i__1 in range(n_partition_data__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_index, pos, end)
+                            f_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
+                                n_records__2 -= 1
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ProduceRequest_PartitionProduceData)
+                            obj__2.index = f_index__2
+                            obj__2.records = f_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_data__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_data[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ProduceRequest_TopicProduceData)
+                obj__1.name = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partition_data = f_partition_data__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -521,7 +778,7 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -537,7 +794,7 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
     if n_partition_data < 0 or n_partition_data > (end - pos) // 8:
         raise _w.bad_count('partition_data', pos - 4, n_partition_data, end, 8, 4)
     f_partition_data = []
-    if cython.compiled or n_partition_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -546,6 +803,28 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_data[%d]" % i)
         pos = cur.pos
+    elif n_partition_data:
+        # Each element read inline (pure Python only), as _dec_ProduceRequest_PartitionProduceData_v0 reads it.
+        try:
+            for i in range(n_partition_data):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_index__records, pos, end)
+                f_index__1, n_records__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if 0 <= n_records__1 <= end - pos:
+                    f_records__1 = RecordSet(buf[pos:pos + n_records__1])
+                    pos += n_records__1
+                elif n_records__1 == -1:
+                    f_records__1 = None
+                else:
+                    raise _w.bad_sized('records', pos, n_records__1, end, 4, True)
+                obj__1 = _new(ProduceRequest_PartitionProduceData)
+                obj__1.index = f_index__1
+                obj__1.records = f_records__1
+                obj__1.unknown_tagged_fields = []
+                f_partition_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_data[%d]" % i)
     if cython.compiled:
         obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
     else:
@@ -619,7 +898,7 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -643,7 +922,7 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
     if n_partition_data < 0 or n_partition_data > (end - pos) // 6:
         raise _w.bad_count('partition_data', pos - 1, n_partition_data, end, 6, 1)
     f_partition_data = []
-    if cython.compiled or n_partition_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -652,6 +931,42 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_data[%d]" % i)
         pos = cur.pos
+    elif n_partition_data:
+        # Each element read inline (pure Python only), as _dec_ProduceRequest_PartitionProduceData_v9 reads it.
+        try:
+            for i in range(n_partition_data):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_index, pos, end)
+                f_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_records__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_records__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_records__1, pos = _w.read_uvarint(buf, pos, end, 'records')
+                    n_records__1 -= 1
+                if 0 <= n_records__1 <= end - pos:
+                    f_records__1 = RecordSet(buf[pos:pos + n_records__1])
+                    pos += n_records__1
+                elif n_records__1 == -1:
+                    f_records__1 = None
+                else:
+                    raise _w.bad_sized('records', pos, n_records__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ProduceRequest_PartitionProduceData)
+                obj__1.index = f_index__1
+                obj__1.records = f_records__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_data[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -736,7 +1051,7 @@ def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
     if n_partition_data < 0 or n_partition_data > (end - pos) // 6:
         raise _w.bad_count('partition_data', pos - 1, n_partition_data, end, 6, 1)
     f_partition_data = []
-    if cython.compiled or n_partition_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -745,6 +1060,42 @@ def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_data[%d]" % i)
         pos = cur.pos
+    elif n_partition_data:
+        # Each element read inline (pure Python only), as _dec_ProduceRequest_PartitionProduceData_v9 reads it.
+        try:
+            for i in range(n_partition_data):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_index, pos, end)
+                f_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_records__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_records__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_records__1, pos = _w.read_uvarint(buf, pos, end, 'records')
+                    n_records__1 -= 1
+                if 0 <= n_records__1 <= end - pos:
+                    f_records__1 = RecordSet(buf[pos:pos + n_records__1])
+                    pos += n_records__1
+                elif n_records__1 == -1:
+                    f_records__1 = None
+                else:
+                    raise _w.bad_sized('records', pos, n_records__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ProduceRequest_PartitionProduceData)
+                obj__1.index = f_index__1
+                obj__1.records = f_records__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_data[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -931,7 +1282,7 @@ def _dec_ProduceResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -940,6 +1291,62 @@ def _dec_ProduceResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_TopicProduceResponse_v0 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_responses, pos, end)
+                n_partition_responses__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 14:
+                    raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 14, 4)
+                f_partition_responses__1 = []
+                if n_partition_responses__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v0 reads it.
+                    try:
+                        for i__1 in range(n_partition_responses__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_index__base_offset, pos, end)
+                            f_index__2, f_error_code__2, f_base_offset__2 = _S_ihq.unpack_from(buf, pos)
+                            pos += 14
+                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
+                            obj__2.index = f_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.base_offset = f_base_offset__2
+                            obj__2.log_append_time_ms = -1
+                            obj__2.log_start_offset = -1
+                            obj__2.record_errors = []
+                            obj__2.error_message = None
+                            d = _new(ProduceResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_responses__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_responses[%d]" % i__1)
+                obj__1 = _new(ProduceResponse_TopicProduceResponse)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_responses = f_partition_responses__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if cython.compiled:
         obj = ProduceResponse.__new__(ProduceResponse)
     else:
@@ -985,7 +1392,7 @@ def _dec_ProduceResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -994,6 +1401,62 @@ def _dec_ProduceResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_TopicProduceResponse_v0 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_responses, pos, end)
+                n_partition_responses__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 14:
+                    raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 14, 4)
+                f_partition_responses__1 = []
+                if n_partition_responses__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v0 reads it.
+                    try:
+                        for i__1 in range(n_partition_responses__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_index__base_offset, pos, end)
+                            f_index__2, f_error_code__2, f_base_offset__2 = _S_ihq.unpack_from(buf, pos)
+                            pos += 14
+                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
+                            obj__2.index = f_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.base_offset = f_base_offset__2
+                            obj__2.log_append_time_ms = -1
+                            obj__2.log_start_offset = -1
+                            obj__2.record_errors = []
+                            obj__2.error_message = None
+                            d = _new(ProduceResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_responses__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_responses[%d]" % i__1)
+                obj__1 = _new(ProduceResponse_TopicProduceResponse)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_responses = f_partition_responses__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1051,7 +1514,7 @@ def _dec_ProduceResponse_v2(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1060,6 +1523,62 @@ def _dec_ProduceResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_TopicProduceResponse_v2 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_responses, pos, end)
+                n_partition_responses__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 22:
+                    raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 22, 4)
+                f_partition_responses__1 = []
+                if n_partition_responses__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v2 reads it.
+                    try:
+                        for i__1 in range(n_partition_responses__1):
+                            if end - pos < 22:
+                                raise _w.short_run(_RUN_index__log_append_time_ms, pos, end)
+                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2 = _S_ihqq.unpack_from(buf, pos)
+                            pos += 22
+                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
+                            obj__2.index = f_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.base_offset = f_base_offset__2
+                            obj__2.log_append_time_ms = f_log_append_time_ms__2
+                            obj__2.log_start_offset = -1
+                            obj__2.record_errors = []
+                            obj__2.error_message = None
+                            d = _new(ProduceResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_responses__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_responses[%d]" % i__1)
+                obj__1 = _new(ProduceResponse_TopicProduceResponse)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_responses = f_partition_responses__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1117,7 +1636,7 @@ def _dec_ProduceResponse_v5(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1126,6 +1645,62 @@ def _dec_ProduceResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_TopicProduceResponse_v5 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_responses, pos, end)
+                n_partition_responses__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 30:
+                    raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 30, 4)
+                f_partition_responses__1 = []
+                if n_partition_responses__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v5 reads it.
+                    try:
+                        for i__1 in range(n_partition_responses__1):
+                            if end - pos < 30:
+                                raise _w.short_run(_RUN_index__log_start_offset, pos, end)
+                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
+                            pos += 30
+                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
+                            obj__2.index = f_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.base_offset = f_base_offset__2
+                            obj__2.log_append_time_ms = f_log_append_time_ms__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.record_errors = []
+                            obj__2.error_message = None
+                            d = _new(ProduceResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_responses__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_responses[%d]" % i__1)
+                obj__1 = _new(ProduceResponse_TopicProduceResponse)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_responses = f_partition_responses__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1183,7 +1758,7 @@ def _dec_ProduceResponse_v8(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1192,6 +1767,104 @@ def _dec_ProduceResponse_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_TopicProduceResponse_v8 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_responses, pos, end)
+                n_partition_responses__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 36:
+                    raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 36, 4)
+                f_partition_responses__1 = []
+                if n_partition_responses__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v8 reads it.
+                    try:
+                        for i__1 in range(n_partition_responses__1):
+                            if end - pos < 34:
+                                raise _w.short_run(_RUN_index__record_errors, pos, end)
+                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2, n_record_errors__2 = _S_ihqqqi.unpack_from(buf, pos)
+                            pos += 34
+                            if n_record_errors__2 < 0 or n_record_errors__2 > (end - pos) // 6:
+                                raise _w.bad_count('record_errors', pos - 4, n_record_errors__2, end, 6, 4)
+                            f_record_errors__2 = []
+                            if n_record_errors__2:
+                                # Each element read inline (pure Python only), as _dec_ProduceResponse_BatchIndexAndErrorMessage_v8 reads it.
+                                try:
+                                    for i__2 in range(n_record_errors__2):
+                                        if end - pos < 6:
+                                            raise _w.short_run(_RUN_batch_index__batch_index_error_message, pos, end)
+                                        f_batch_index__3, n_batch_index_error_message__3 = _S_ih.unpack_from(buf, pos)
+                                        pos += 6
+                                        if 0 <= n_batch_index_error_message__3 <= end - pos:
+                                            try:
+                                                f_batch_index_error_message__3 = buf[pos:pos + n_batch_index_error_message__3].decode() if n_batch_index_error_message__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                                            pos += n_batch_index_error_message__3
+                                        elif n_batch_index_error_message__3 == -1:
+                                            f_batch_index_error_message__3 = None
+                                        else:
+                                            raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__3, end, 2, True)
+                                        obj__3 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                                        obj__3.batch_index = f_batch_index__3
+                                        obj__3.batch_index_error_message = f_batch_index_error_message__3
+                                        obj__3.unknown_tagged_fields = []
+                                        f_record_errors__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("record_errors[%d]" % i__2)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_error_message, pos, end)
+                            n_error_message__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 2, True)
+                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
+                            obj__2.index = f_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.base_offset = f_base_offset__2
+                            obj__2.log_append_time_ms = f_log_append_time_ms__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.record_errors = f_record_errors__2
+                            obj__2.error_message = f_error_message__2
+                            d = _new(ProduceResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_responses__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_responses[%d]" % i__1)
+                obj__1 = _new(ProduceResponse_TopicProduceResponse)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_responses = f_partition_responses__1
+                obj__1.unknown_tagged_fields = []
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1257,7 +1930,7 @@ def _dec_ProduceResponse_v9(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1266,6 +1939,152 @@ def _dec_ProduceResponse_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_TopicProduceResponse_v9 reads it.
+        try:
+            for i in range(n_responses):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_responses__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_responses__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_responses__1, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
+                    n_partition_responses__1 -= 1
+                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 33:
+                    raise _w.bad_count('partition_responses', pos - 1, n_partition_responses__1, end, 33, 1)
+                f_partition_responses__1 = []
+                if n_partition_responses__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v9 reads it.
+                    try:
+                        for i__1 in range(n_partition_responses__1):
+                            if end - pos < 30:
+                                raise _w.short_run(_RUN_index__log_start_offset, pos, end)
+                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
+                            pos += 30
+                            if pos < end and buf[pos] < 128:
+                                n_record_errors__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_record_errors__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_record_errors__2, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
+                                n_record_errors__2 -= 1
+                            if n_record_errors__2 < 0 or n_record_errors__2 > (end - pos) // 6:
+                                raise _w.bad_count('record_errors', pos - 1, n_record_errors__2, end, 6, 1)
+                            f_record_errors__2 = []
+                            if n_record_errors__2:
+                                # Each element read inline (pure Python only), as _dec_ProduceResponse_BatchIndexAndErrorMessage_v9 reads it.
+                                try:
+                                    for i__2 in range(n_record_errors__2):
+                                        if end - pos < 4:
+                                            raise _w.short_run(_RUN_batch_index, pos, end)
+                                        f_batch_index__3 = _S_i.unpack_from(buf, pos)[0]
+                                        pos += 4
+                                        if pos < end and buf[pos] < 128:
+                                            n_batch_index_error_message__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_batch_index_error_message__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_batch_index_error_message__3, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
+                                            n_batch_index_error_message__3 -= 1
+                                        if 0 <= n_batch_index_error_message__3 <= end - pos:
+                                            try:
+                                                f_batch_index_error_message__3 = buf[pos:pos + n_batch_index_error_message__3].decode() if n_batch_index_error_message__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                                            pos += n_batch_index_error_message__3
+                                        elif n_batch_index_error_message__3 == -1:
+                                            f_batch_index_error_message__3 = None
+                                        else:
+                                            raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__3, end, 1, True)
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                                        obj__3.batch_index = f_batch_index__3
+                                        obj__3.batch_index_error_message = f_batch_index_error_message__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_record_errors__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("record_errors[%d]" % i__2)
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
+                            obj__2.index = f_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.base_offset = f_base_offset__2
+                            obj__2.log_append_time_ms = f_log_append_time_ms__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.record_errors = f_record_errors__2
+                            obj__2.error_message = f_error_message__2
+                            d = _new(ProduceResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            obj__2.current_leader = d
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_responses__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_responses[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ProduceResponse_TopicProduceResponse)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_responses = f_partition_responses__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1341,7 +2160,7 @@ def _dec_ProduceResponse_v10(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1350,6 +2169,164 @@ def _dec_ProduceResponse_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_TopicProduceResponse_v10 reads it.
+        try:
+            for i in range(n_responses):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_responses__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_responses__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_responses__1, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
+                    n_partition_responses__1 -= 1
+                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 33:
+                    raise _w.bad_count('partition_responses', pos - 1, n_partition_responses__1, end, 33, 1)
+                f_partition_responses__1 = []
+                if n_partition_responses__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v10 reads it.
+                    try:
+                        for i__1 in range(n_partition_responses__1):
+                            if end - pos < 30:
+                                raise _w.short_run(_RUN_index__log_start_offset, pos, end)
+                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
+                            pos += 30
+                            if pos < end and buf[pos] < 128:
+                                n_record_errors__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_record_errors__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_record_errors__2, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
+                                n_record_errors__2 -= 1
+                            if n_record_errors__2 < 0 or n_record_errors__2 > (end - pos) // 6:
+                                raise _w.bad_count('record_errors', pos - 1, n_record_errors__2, end, 6, 1)
+                            f_record_errors__2 = []
+                            if n_record_errors__2:
+                                # Each element read inline (pure Python only), as _dec_ProduceResponse_BatchIndexAndErrorMessage_v9 reads it.
+                                try:
+                                    for i__2 in range(n_record_errors__2):
+                                        if end - pos < 4:
+                                            raise _w.short_run(_RUN_batch_index, pos, end)
+                                        f_batch_index__3 = _S_i.unpack_from(buf, pos)[0]
+                                        pos += 4
+                                        if pos < end and buf[pos] < 128:
+                                            n_batch_index_error_message__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_batch_index_error_message__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_batch_index_error_message__3, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
+                                            n_batch_index_error_message__3 -= 1
+                                        if 0 <= n_batch_index_error_message__3 <= end - pos:
+                                            try:
+                                                f_batch_index_error_message__3 = buf[pos:pos + n_batch_index_error_message__3].decode() if n_batch_index_error_message__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                                            pos += n_batch_index_error_message__3
+                                        elif n_batch_index_error_message__3 == -1:
+                                            f_batch_index_error_message__3 = None
+                                        else:
+                                            raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__3, end, 1, True)
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                                        obj__3.batch_index = f_batch_index__3
+                                        obj__3.batch_index_error_message = f_batch_index_error_message__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_record_errors__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("record_errors[%d]" % i__2)
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            d = _new(ProduceResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            f_current_leader__2 = d
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
+                                for tag__2, pos, t_end__2 in spans__2:
+                                    if tag__2 == 0:
+                                        cur.pos = pos
+                                        try:
+                                            f_current_leader__2 = _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('current_leader')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('current_leader', 0, pos, t_end__2)
+                                pos = after__2
+                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
+                            obj__2.index = f_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.base_offset = f_base_offset__2
+                            obj__2.log_append_time_ms = f_log_append_time_ms__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.record_errors = f_record_errors__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_responses__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_responses[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ProduceResponse_TopicProduceResponse)
+                obj__1.name = f_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_responses = f_partition_responses__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1473,7 +2450,7 @@ def _dec_ProduceResponse_v13(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1482,6 +2459,151 @@ def _dec_ProduceResponse_v13(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_TopicProduceResponse_v13 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partition_responses__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_responses__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_responses__1, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
+                    n_partition_responses__1 -= 1
+                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 33:
+                    raise _w.bad_count('partition_responses', pos - 1, n_partition_responses__1, end, 33, 1)
+                f_partition_responses__1 = []
+                if n_partition_responses__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v10 reads it.
+                    try:
+                        for i__1 in range(n_partition_responses__1):
+                            if end - pos < 30:
+                                raise _w.short_run(_RUN_index__log_start_offset, pos, end)
+                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
+                            pos += 30
+                            if pos < end and buf[pos] < 128:
+                                n_record_errors__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_record_errors__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_record_errors__2, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
+                                n_record_errors__2 -= 1
+                            if n_record_errors__2 < 0 or n_record_errors__2 > (end - pos) // 6:
+                                raise _w.bad_count('record_errors', pos - 1, n_record_errors__2, end, 6, 1)
+                            f_record_errors__2 = []
+                            if n_record_errors__2:
+                                # Each element read inline (pure Python only), as _dec_ProduceResponse_BatchIndexAndErrorMessage_v9 reads it.
+                                try:
+                                    for i__2 in range(n_record_errors__2):
+                                        if end - pos < 4:
+                                            raise _w.short_run(_RUN_batch_index, pos, end)
+                                        f_batch_index__3 = _S_i.unpack_from(buf, pos)[0]
+                                        pos += 4
+                                        if pos < end and buf[pos] < 128:
+                                            n_batch_index_error_message__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_batch_index_error_message__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_batch_index_error_message__3, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
+                                            n_batch_index_error_message__3 -= 1
+                                        if 0 <= n_batch_index_error_message__3 <= end - pos:
+                                            try:
+                                                f_batch_index_error_message__3 = buf[pos:pos + n_batch_index_error_message__3].decode() if n_batch_index_error_message__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                                            pos += n_batch_index_error_message__3
+                                        elif n_batch_index_error_message__3 == -1:
+                                            f_batch_index_error_message__3 = None
+                                        else:
+                                            raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__3, end, 1, True)
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                                        obj__3.batch_index = f_batch_index__3
+                                        obj__3.batch_index_error_message = f_batch_index_error_message__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_record_errors__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("record_errors[%d]" % i__2)
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            d = _new(ProduceResponse_LeaderIdAndEpoch)
+                            d.leader_id = -1
+                            d.leader_epoch = -1
+                            d.unknown_tagged_fields = []
+                            f_current_leader__2 = d
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
+                                for tag__2, pos, t_end__2 in spans__2:
+                                    if tag__2 == 0:
+                                        cur.pos = pos
+                                        try:
+                                            f_current_leader__2 = _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('current_leader')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('current_leader', 0, pos, t_end__2)
+                                pos = after__2
+                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
+                            obj__2.index = f_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.base_offset = f_base_offset__2
+                            obj__2.log_append_time_ms = f_log_append_time_ms__2
+                            obj__2.log_start_offset = f_log_start_offset__2
+                            obj__2.record_errors = f_record_errors__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_responses__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_responses[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ProduceResponse_TopicProduceResponse)
+                obj__1.name = ''
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partition_responses = f_partition_responses__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1601,7 +2723,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1617,7 +2739,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 14:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 14, 4)
     f_partition_responses = []
-    if cython.compiled or n_partition_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1626,6 +2748,31 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_responses[%d]" % i)
         pos = cur.pos
+    elif n_partition_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v0 reads it.
+        try:
+            for i in range(n_partition_responses):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_index__base_offset, pos, end)
+                f_index__1, f_error_code__1, f_base_offset__1 = _S_ihq.unpack_from(buf, pos)
+                pos += 14
+                obj__1 = _new(ProduceResponse_PartitionProduceResponse)
+                obj__1.index = f_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.base_offset = f_base_offset__1
+                obj__1.log_append_time_ms = -1
+                obj__1.log_start_offset = -1
+                obj__1.record_errors = []
+                obj__1.error_message = None
+                d = _new(ProduceResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.current_leader = d
+                obj__1.unknown_tagged_fields = []
+                f_partition_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
     if cython.compiled:
         obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     else:
@@ -1691,7 +2838,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1707,7 +2854,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 22:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 22, 4)
     f_partition_responses = []
-    if cython.compiled or n_partition_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1716,6 +2863,31 @@ def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_responses[%d]" % i)
         pos = cur.pos
+    elif n_partition_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v2 reads it.
+        try:
+            for i in range(n_partition_responses):
+                if end - pos < 22:
+                    raise _w.short_run(_RUN_index__log_append_time_ms, pos, end)
+                f_index__1, f_error_code__1, f_base_offset__1, f_log_append_time_ms__1 = _S_ihqq.unpack_from(buf, pos)
+                pos += 22
+                obj__1 = _new(ProduceResponse_PartitionProduceResponse)
+                obj__1.index = f_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.base_offset = f_base_offset__1
+                obj__1.log_append_time_ms = f_log_append_time_ms__1
+                obj__1.log_start_offset = -1
+                obj__1.record_errors = []
+                obj__1.error_message = None
+                d = _new(ProduceResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.current_leader = d
+                obj__1.unknown_tagged_fields = []
+                f_partition_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
     if cython.compiled:
         obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     else:
@@ -1781,7 +2953,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1797,7 +2969,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 30:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 30, 4)
     f_partition_responses = []
-    if cython.compiled or n_partition_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1806,6 +2978,31 @@ def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_responses[%d]" % i)
         pos = cur.pos
+    elif n_partition_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v5 reads it.
+        try:
+            for i in range(n_partition_responses):
+                if end - pos < 30:
+                    raise _w.short_run(_RUN_index__log_start_offset, pos, end)
+                f_index__1, f_error_code__1, f_base_offset__1, f_log_append_time_ms__1, f_log_start_offset__1 = _S_ihqqq.unpack_from(buf, pos)
+                pos += 30
+                obj__1 = _new(ProduceResponse_PartitionProduceResponse)
+                obj__1.index = f_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.base_offset = f_base_offset__1
+                obj__1.log_append_time_ms = f_log_append_time_ms__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.record_errors = []
+                obj__1.error_message = None
+                d = _new(ProduceResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.current_leader = d
+                obj__1.unknown_tagged_fields = []
+                f_partition_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
     if cython.compiled:
         obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     else:
@@ -1871,7 +3068,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1887,7 +3084,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 36:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 36, 4)
     f_partition_responses = []
-    if cython.compiled or n_partition_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1896,6 +3093,73 @@ def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_responses[%d]" % i)
         pos = cur.pos
+    elif n_partition_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v8 reads it.
+        try:
+            for i in range(n_partition_responses):
+                if end - pos < 34:
+                    raise _w.short_run(_RUN_index__record_errors, pos, end)
+                f_index__1, f_error_code__1, f_base_offset__1, f_log_append_time_ms__1, f_log_start_offset__1, n_record_errors__1 = _S_ihqqqi.unpack_from(buf, pos)
+                pos += 34
+                if n_record_errors__1 < 0 or n_record_errors__1 > (end - pos) // 6:
+                    raise _w.bad_count('record_errors', pos - 4, n_record_errors__1, end, 6, 4)
+                f_record_errors__1 = []
+                if n_record_errors__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_BatchIndexAndErrorMessage_v8 reads it.
+                    try:
+                        for i__1 in range(n_record_errors__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_batch_index__batch_index_error_message, pos, end)
+                            f_batch_index__2, n_batch_index_error_message__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if 0 <= n_batch_index_error_message__2 <= end - pos:
+                                try:
+                                    f_batch_index_error_message__2 = buf[pos:pos + n_batch_index_error_message__2].decode() if n_batch_index_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                                pos += n_batch_index_error_message__2
+                            elif n_batch_index_error_message__2 == -1:
+                                f_batch_index_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__2, end, 2, True)
+                            obj__2 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                            obj__2.batch_index = f_batch_index__2
+                            obj__2.batch_index_error_message = f_batch_index_error_message__2
+                            obj__2.unknown_tagged_fields = []
+                            f_record_errors__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("record_errors[%d]" % i__1)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_message, pos, end)
+                n_error_message__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                obj__1 = _new(ProduceResponse_PartitionProduceResponse)
+                obj__1.index = f_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.base_offset = f_base_offset__1
+                obj__1.log_append_time_ms = f_log_append_time_ms__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.record_errors = f_record_errors__1
+                obj__1.error_message = f_error_message__1
+                d = _new(ProduceResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.current_leader = d
+                obj__1.unknown_tagged_fields = []
+                f_partition_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
     if cython.compiled:
         obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     else:
@@ -1969,7 +3233,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1993,7 +3257,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 33:
         raise _w.bad_count('partition_responses', pos - 1, n_partition_responses, end, 33, 1)
     f_partition_responses = []
-    if cython.compiled or n_partition_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2002,6 +3266,106 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_responses[%d]" % i)
         pos = cur.pos
+    elif n_partition_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v9 reads it.
+        try:
+            for i in range(n_partition_responses):
+                if end - pos < 30:
+                    raise _w.short_run(_RUN_index__log_start_offset, pos, end)
+                f_index__1, f_error_code__1, f_base_offset__1, f_log_append_time_ms__1, f_log_start_offset__1 = _S_ihqqq.unpack_from(buf, pos)
+                pos += 30
+                if pos < end and buf[pos] < 128:
+                    n_record_errors__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_record_errors__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_record_errors__1, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
+                    n_record_errors__1 -= 1
+                if n_record_errors__1 < 0 or n_record_errors__1 > (end - pos) // 6:
+                    raise _w.bad_count('record_errors', pos - 1, n_record_errors__1, end, 6, 1)
+                f_record_errors__1 = []
+                if n_record_errors__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_BatchIndexAndErrorMessage_v9 reads it.
+                    try:
+                        for i__1 in range(n_record_errors__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_batch_index, pos, end)
+                            f_batch_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_batch_index_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_batch_index_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_batch_index_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
+                                n_batch_index_error_message__2 -= 1
+                            if 0 <= n_batch_index_error_message__2 <= end - pos:
+                                try:
+                                    f_batch_index_error_message__2 = buf[pos:pos + n_batch_index_error_message__2].decode() if n_batch_index_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                                pos += n_batch_index_error_message__2
+                            elif n_batch_index_error_message__2 == -1:
+                                f_batch_index_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                            obj__2.batch_index = f_batch_index__2
+                            obj__2.batch_index_error_message = f_batch_index_error_message__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_record_errors__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("record_errors[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ProduceResponse_PartitionProduceResponse)
+                obj__1.index = f_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.base_offset = f_base_offset__1
+                obj__1.log_append_time_ms = f_log_append_time_ms__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.record_errors = f_record_errors__1
+                obj__1.error_message = f_error_message__1
+                d = _new(ProduceResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                obj__1.current_leader = d
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2086,7 +3450,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -2110,7 +3474,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 33:
         raise _w.bad_count('partition_responses', pos - 1, n_partition_responses, end, 33, 1)
     f_partition_responses = []
-    if cython.compiled or n_partition_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2119,6 +3483,118 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_responses[%d]" % i)
         pos = cur.pos
+    elif n_partition_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v10 reads it.
+        try:
+            for i in range(n_partition_responses):
+                if end - pos < 30:
+                    raise _w.short_run(_RUN_index__log_start_offset, pos, end)
+                f_index__1, f_error_code__1, f_base_offset__1, f_log_append_time_ms__1, f_log_start_offset__1 = _S_ihqqq.unpack_from(buf, pos)
+                pos += 30
+                if pos < end and buf[pos] < 128:
+                    n_record_errors__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_record_errors__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_record_errors__1, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
+                    n_record_errors__1 -= 1
+                if n_record_errors__1 < 0 or n_record_errors__1 > (end - pos) // 6:
+                    raise _w.bad_count('record_errors', pos - 1, n_record_errors__1, end, 6, 1)
+                f_record_errors__1 = []
+                if n_record_errors__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_BatchIndexAndErrorMessage_v9 reads it.
+                    try:
+                        for i__1 in range(n_record_errors__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_batch_index, pos, end)
+                            f_batch_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_batch_index_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_batch_index_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_batch_index_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
+                                n_batch_index_error_message__2 -= 1
+                            if 0 <= n_batch_index_error_message__2 <= end - pos:
+                                try:
+                                    f_batch_index_error_message__2 = buf[pos:pos + n_batch_index_error_message__2].decode() if n_batch_index_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                                pos += n_batch_index_error_message__2
+                            elif n_batch_index_error_message__2 == -1:
+                                f_batch_index_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                            obj__2.batch_index = f_batch_index__2
+                            obj__2.batch_index_error_message = f_batch_index_error_message__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_record_errors__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("record_errors[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                d = _new(ProduceResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                f_current_leader__1 = d
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0,))
+                    for tag__1, pos, t_end__1 in spans__1:
+                        if tag__1 == 0:
+                            cur.pos = pos
+                            try:
+                                f_current_leader__1 = _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, t_end__1)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('current_leader', 0, pos, t_end__1)
+                    pos = after__1
+                obj__1 = _new(ProduceResponse_PartitionProduceResponse)
+                obj__1.index = f_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.base_offset = f_base_offset__1
+                obj__1.log_append_time_ms = f_log_append_time_ms__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.record_errors = f_record_errors__1
+                obj__1.error_message = f_error_message__1
+                obj__1.current_leader = f_current_leader__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2203,7 +3679,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 33:
         raise _w.bad_count('partition_responses', pos - 1, n_partition_responses, end, 33, 1)
     f_partition_responses = []
-    if cython.compiled or n_partition_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2212,6 +3688,118 @@ def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_responses[%d]" % i)
         pos = cur.pos
+    elif n_partition_responses:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_PartitionProduceResponse_v10 reads it.
+        try:
+            for i in range(n_partition_responses):
+                if end - pos < 30:
+                    raise _w.short_run(_RUN_index__log_start_offset, pos, end)
+                f_index__1, f_error_code__1, f_base_offset__1, f_log_append_time_ms__1, f_log_start_offset__1 = _S_ihqqq.unpack_from(buf, pos)
+                pos += 30
+                if pos < end and buf[pos] < 128:
+                    n_record_errors__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_record_errors__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_record_errors__1, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
+                    n_record_errors__1 -= 1
+                if n_record_errors__1 < 0 or n_record_errors__1 > (end - pos) // 6:
+                    raise _w.bad_count('record_errors', pos - 1, n_record_errors__1, end, 6, 1)
+                f_record_errors__1 = []
+                if n_record_errors__1:
+                    # Each element read inline (pure Python only), as _dec_ProduceResponse_BatchIndexAndErrorMessage_v9 reads it.
+                    try:
+                        for i__1 in range(n_record_errors__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_batch_index, pos, end)
+                            f_batch_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_batch_index_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_batch_index_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_batch_index_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
+                                n_batch_index_error_message__2 -= 1
+                            if 0 <= n_batch_index_error_message__2 <= end - pos:
+                                try:
+                                    f_batch_index_error_message__2 = buf[pos:pos + n_batch_index_error_message__2].decode() if n_batch_index_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                                pos += n_batch_index_error_message__2
+                            elif n_batch_index_error_message__2 == -1:
+                                f_batch_index_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                            obj__2.batch_index = f_batch_index__2
+                            obj__2.batch_index_error_message = f_batch_index_error_message__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_record_errors__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("record_errors[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                d = _new(ProduceResponse_LeaderIdAndEpoch)
+                d.leader_id = -1
+                d.leader_epoch = -1
+                d.unknown_tagged_fields = []
+                f_current_leader__1 = d
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0,))
+                    for tag__1, pos, t_end__1 in spans__1:
+                        if tag__1 == 0:
+                            cur.pos = pos
+                            try:
+                                f_current_leader__1 = _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, t_end__1)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos != t_end__1:
+                                raise _w.tag_size_mismatch('current_leader', 0, pos, t_end__1)
+                    pos = after__1
+                obj__1 = _new(ProduceResponse_PartitionProduceResponse)
+                obj__1.index = f_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.base_offset = f_base_offset__1
+                obj__1.log_append_time_ms = f_log_append_time_ms__1
+                obj__1.log_start_offset = f_log_start_offset__1
+                obj__1.record_errors = f_record_errors__1
+                obj__1.error_message = f_error_message__1
+                obj__1.current_leader = f_current_leader__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2442,7 +4030,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     if n_record_errors < 0 or n_record_errors > (end - pos) // 6:
         raise _w.bad_count('record_errors', pos - 4, n_record_errors, end, 6, 4)
     f_record_errors = []
-    if cython.compiled or n_record_errors:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2451,6 +4039,31 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("record_errors[%d]" % i)
         pos = cur.pos
+    elif n_record_errors:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_BatchIndexAndErrorMessage_v8 reads it.
+        try:
+            for i in range(n_record_errors):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_batch_index__batch_index_error_message, pos, end)
+                f_batch_index__1, n_batch_index_error_message__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_batch_index_error_message__1 <= end - pos:
+                    try:
+                        f_batch_index_error_message__1 = buf[pos:pos + n_batch_index_error_message__1].decode() if n_batch_index_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                    pos += n_batch_index_error_message__1
+                elif n_batch_index_error_message__1 == -1:
+                    f_batch_index_error_message__1 = None
+                else:
+                    raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__1, end, 2, True)
+                obj__1 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                obj__1.batch_index = f_batch_index__1
+                obj__1.batch_index_error_message = f_batch_index_error_message__1
+                obj__1.unknown_tagged_fields = []
+                f_record_errors.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("record_errors[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_message, pos, end)
     if cython.compiled:
@@ -2465,7 +4078,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -2576,7 +4189,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     if n_record_errors < 0 or n_record_errors > (end - pos) // 6:
         raise _w.bad_count('record_errors', pos - 1, n_record_errors, end, 6, 1)
     f_record_errors = []
-    if cython.compiled or n_record_errors:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2585,6 +4198,45 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("record_errors[%d]" % i)
         pos = cur.pos
+    elif n_record_errors:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_BatchIndexAndErrorMessage_v9 reads it.
+        try:
+            for i in range(n_record_errors):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_batch_index, pos, end)
+                f_batch_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_batch_index_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_batch_index_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_batch_index_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
+                    n_batch_index_error_message__1 -= 1
+                if 0 <= n_batch_index_error_message__1 <= end - pos:
+                    try:
+                        f_batch_index_error_message__1 = buf[pos:pos + n_batch_index_error_message__1].decode() if n_batch_index_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                    pos += n_batch_index_error_message__1
+                elif n_batch_index_error_message__1 == -1:
+                    f_batch_index_error_message__1 = None
+                else:
+                    raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                obj__1.batch_index = f_batch_index__1
+                obj__1.batch_index_error_message = f_batch_index_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_record_errors.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("record_errors[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_error_message = buf[pos] - 1
         pos += 1
@@ -2607,7 +4259,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -2733,7 +4385,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
     if n_record_errors < 0 or n_record_errors > (end - pos) // 6:
         raise _w.bad_count('record_errors', pos - 1, n_record_errors, end, 6, 1)
     f_record_errors = []
-    if cython.compiled or n_record_errors:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2742,6 +4394,45 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("record_errors[%d]" % i)
         pos = cur.pos
+    elif n_record_errors:
+        # Each element read inline (pure Python only), as _dec_ProduceResponse_BatchIndexAndErrorMessage_v9 reads it.
+        try:
+            for i in range(n_record_errors):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_batch_index, pos, end)
+                f_batch_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_batch_index_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_batch_index_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_batch_index_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
+                    n_batch_index_error_message__1 -= 1
+                if 0 <= n_batch_index_error_message__1 <= end - pos:
+                    try:
+                        f_batch_index_error_message__1 = buf[pos:pos + n_batch_index_error_message__1].decode() if n_batch_index_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                    pos += n_batch_index_error_message__1
+                elif n_batch_index_error_message__1 == -1:
+                    f_batch_index_error_message__1 = None
+                else:
+                    raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                obj__1.batch_index = f_batch_index__1
+                obj__1.batch_index_error_message = f_batch_index_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_record_errors.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("record_errors[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_error_message = buf[pos] - 1
         pos += 1
@@ -2764,7 +4455,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -2892,7 +4583,7 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
         else:
             try:
-                f_batch_index_error_message = buf[pos:pos + n_batch_index_error_message].decode()
+                f_batch_index_error_message = buf[pos:pos + n_batch_index_error_message].decode() if n_batch_index_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
         pos += n_batch_index_error_message
@@ -2968,7 +4659,7 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
         else:
             try:
-                f_batch_index_error_message = buf[pos:pos + n_batch_index_error_message].decode()
+                f_batch_index_error_message = buf[pos:pos + n_batch_index_error_message].decode() if n_batch_index_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
         pos += n_batch_index_error_message
@@ -3101,7 +4792,7 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -3136,7 +4827,7 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack

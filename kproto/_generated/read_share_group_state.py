@@ -83,7 +83,7 @@ def _dec_ReadShareGroupStateRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -107,7 +107,7 @@ def _dec_ReadShareGroupStateRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -116,6 +116,58 @@ def _dec_ReadShareGroupStateRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ReadShareGroupStateRequest_ReadStateData_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 9:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 9, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ReadShareGroupStateRequest_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
+                            f_partition__2, f_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ReadShareGroupStateRequest_PartitionData)
+                            obj__2.partition = f_partition__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ReadShareGroupStateRequest_ReadStateData)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -199,7 +251,7 @@ def _dec_ReadShareGroupStateRequest_ReadStateData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 9:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 9, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -208,6 +260,26 @@ def _dec_ReadShareGroupStateRequest_ReadStateData_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ReadShareGroupStateRequest_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
+                f_partition__1, f_leader_epoch__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ReadShareGroupStateRequest_PartitionData)
+                obj__1.partition = f_partition__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -312,7 +384,7 @@ def _dec_ReadShareGroupStateResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 18:
         raise _w.bad_count('results', pos - 1, n_results, end, 18, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -321,6 +393,119 @@ def _dec_ReadShareGroupStateResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_ReadShareGroupStateResponse_ReadStateResult_v0 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 21:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 21, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ReadShareGroupStateResponse_PartitionResult_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition__error_code, pos, end)
+                            f_partition__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_state_epoch__start_offset, pos, end)
+                            f_state_epoch__2, f_start_offset__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            if pos < end and buf[pos] < 128:
+                                n_state_batches__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_state_batches__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_state_batches__2, pos = _w.read_uvarint(buf, pos, end, 'state_batches')
+                                n_state_batches__2 -= 1
+                            if n_state_batches__2 < 0 or n_state_batches__2 > (end - pos) // 20:
+                                raise _w.bad_count('state_batches', pos - 1, n_state_batches__2, end, 20, 1)
+                            f_state_batches__2 = []
+                            if n_state_batches__2:
+                                # Each element read inline (pure Python only), as _dec_ReadShareGroupStateResponse_StateBatch_v0 reads it.
+                                try:
+                                    for i__2 in range(n_state_batches__2):
+                                        if end - pos < 19:
+                                            raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                                        f_first_offset__3, f_last_offset__3, f_delivery_state__3, f_delivery_count__3 = _S_qqbh.unpack_from(buf, pos)
+                                        pos += 19
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ReadShareGroupStateResponse_StateBatch)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.delivery_state = f_delivery_state__3
+                                        obj__3.delivery_count = f_delivery_count__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_state_batches__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("state_batches[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ReadShareGroupStateResponse_PartitionResult)
+                            obj__2.partition = f_partition__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.state_epoch = f_state_epoch__2
+                            obj__2.start_offset = f_start_offset__2
+                            obj__2.state_batches = f_state_batches__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ReadShareGroupStateResponse_ReadStateResult)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -384,7 +569,7 @@ def _dec_ReadShareGroupStateResponse_ReadStateResult_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 21:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 21, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -393,6 +578,87 @@ def _dec_ReadShareGroupStateResponse_ReadStateResult_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ReadShareGroupStateResponse_PartitionResult_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition__error_code, pos, end)
+                f_partition__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_state_epoch__start_offset, pos, end)
+                f_state_epoch__1, f_start_offset__1 = _S_iq.unpack_from(buf, pos)
+                pos += 12
+                if pos < end and buf[pos] < 128:
+                    n_state_batches__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_state_batches__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_state_batches__1, pos = _w.read_uvarint(buf, pos, end, 'state_batches')
+                    n_state_batches__1 -= 1
+                if n_state_batches__1 < 0 or n_state_batches__1 > (end - pos) // 20:
+                    raise _w.bad_count('state_batches', pos - 1, n_state_batches__1, end, 20, 1)
+                f_state_batches__1 = []
+                if n_state_batches__1:
+                    # Each element read inline (pure Python only), as _dec_ReadShareGroupStateResponse_StateBatch_v0 reads it.
+                    try:
+                        for i__1 in range(n_state_batches__1):
+                            if end - pos < 19:
+                                raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                            f_first_offset__2, f_last_offset__2, f_delivery_state__2, f_delivery_count__2 = _S_qqbh.unpack_from(buf, pos)
+                            pos += 19
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ReadShareGroupStateResponse_StateBatch)
+                            obj__2.first_offset = f_first_offset__2
+                            obj__2.last_offset = f_last_offset__2
+                            obj__2.delivery_state = f_delivery_state__2
+                            obj__2.delivery_count = f_delivery_count__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_state_batches__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("state_batches[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ReadShareGroupStateResponse_PartitionResult)
+                obj__1.partition = f_partition__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.state_epoch = f_state_epoch__1
+                obj__1.start_offset = f_start_offset__1
+                obj__1.state_batches = f_state_batches__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -466,7 +732,7 @@ def _dec_ReadShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -500,7 +766,7 @@ def _dec_ReadShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     if n_state_batches < 0 or n_state_batches > (end - pos) // 20:
         raise _w.bad_count('state_batches', pos - 1, n_state_batches, end, 20, 1)
     f_state_batches = []
-    if cython.compiled or n_state_batches:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -509,6 +775,28 @@ def _dec_ReadShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("state_batches[%d]" % i)
         pos = cur.pos
+    elif n_state_batches:
+        # Each element read inline (pure Python only), as _dec_ReadShareGroupStateResponse_StateBatch_v0 reads it.
+        try:
+            for i in range(n_state_batches):
+                if end - pos < 19:
+                    raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                f_first_offset__1, f_last_offset__1, f_delivery_state__1, f_delivery_count__1 = _S_qqbh.unpack_from(buf, pos)
+                pos += 19
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ReadShareGroupStateResponse_StateBatch)
+                obj__1.first_offset = f_first_offset__1
+                obj__1.last_offset = f_last_offset__1
+                obj__1.delivery_state = f_delivery_state__1
+                obj__1.delivery_count = f_delivery_count__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_state_batches.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("state_batches[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -83,7 +83,7 @@ def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -107,7 +107,7 @@ def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -116,6 +116,58 @@ def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 9:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 9, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ReadShareGroupStateSummaryRequest_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
+                            f_partition__2, f_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ReadShareGroupStateSummaryRequest_PartitionData)
+                            obj__2.partition = f_partition__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ReadShareGroupStateSummaryRequest_ReadStateSummaryData)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -199,7 +251,7 @@ def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end
     if n_partitions < 0 or n_partitions > (end - pos) // 9:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 9, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -208,6 +260,26 @@ def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ReadShareGroupStateSummaryRequest_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
+                f_partition__1, f_leader_epoch__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ReadShareGroupStateSummaryRequest_PartitionData)
+                obj__1.partition = f_partition__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -312,7 +384,7 @@ def _dec_ReadShareGroupStateSummaryResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 18:
         raise _w.bad_count('results', pos - 1, n_results, end, 18, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -321,6 +393,86 @@ def _dec_ReadShareGroupStateSummaryResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 24:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 24, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition__error_code, pos, end)
+                            f_partition__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_state_epoch__start_offset, pos, end)
+                            f_state_epoch__2, f_leader_epoch__2, f_start_offset__2 = _S_iiq.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ReadShareGroupStateSummaryResponse_PartitionResult)
+                            obj__2.partition = f_partition__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.state_epoch = f_state_epoch__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.start_offset = f_start_offset__2
+                            obj__2.delivery_complete_count = -1
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -380,7 +532,7 @@ def _dec_ReadShareGroupStateSummaryResponse_v1(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 18:
         raise _w.bad_count('results', pos - 1, n_results, end, 18, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -389,6 +541,86 @@ def _dec_ReadShareGroupStateSummaryResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1 reads it.
+        try:
+            for i in range(n_results):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 28:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 28, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition__error_code, pos, end)
+                            f_partition__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if end - pos < 20:
+                                raise _w.short_run(_RUN_state_epoch__delivery_complete_count, pos, end)
+                            f_state_epoch__2, f_leader_epoch__2, f_start_offset__2, f_delivery_complete_count__2 = _S_iiqi.unpack_from(buf, pos)
+                            pos += 20
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ReadShareGroupStateSummaryResponse_PartitionResult)
+                            obj__2.partition = f_partition__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.state_epoch = f_state_epoch__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.start_offset = f_start_offset__2
+                            obj__2.delivery_complete_count = f_delivery_complete_count__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -452,7 +684,7 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, 
     if n_partitions < 0 or n_partitions > (end - pos) // 24:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 24, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -461,6 +693,54 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, 
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition__error_code, pos, end)
+                f_partition__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_state_epoch__start_offset, pos, end)
+                f_state_epoch__1, f_leader_epoch__1, f_start_offset__1 = _S_iiq.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ReadShareGroupStateSummaryResponse_PartitionResult)
+                obj__1.partition = f_partition__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.state_epoch = f_state_epoch__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.start_offset = f_start_offset__1
+                obj__1.delivery_complete_count = -1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -526,7 +806,7 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, 
     if n_partitions < 0 or n_partitions > (end - pos) // 28:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 28, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -535,6 +815,54 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, 
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition__error_code, pos, end)
+                f_partition__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 20:
+                    raise _w.short_run(_RUN_state_epoch__delivery_complete_count, pos, end)
+                f_state_epoch__1, f_leader_epoch__1, f_start_offset__1, f_delivery_complete_count__1 = _S_iiqi.unpack_from(buf, pos)
+                pos += 20
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ReadShareGroupStateSummaryResponse_PartitionResult)
+                obj__1.partition = f_partition__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.state_epoch = f_state_epoch__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.start_offset = f_start_offset__1
+                obj__1.delivery_complete_count = f_delivery_complete_count__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -608,7 +936,7 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -723,7 +1051,7 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

@@ -79,7 +79,7 @@ def _dec_RemoveRaftVoterRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -183,7 +183,7 @@ def _dec_RemoveRaftVoterResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

@@ -71,7 +71,7 @@ def _dec_SaslHandshakeRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_mechanism, 'mechanism')
         else:
             try:
-                f_mechanism = buf[pos:pos + n_mechanism].decode()
+                f_mechanism = buf[pos:pos + n_mechanism].decode() if n_mechanism else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('mechanism', pos, exc) from None
         pos += n_mechanism
@@ -137,7 +137,7 @@ def _dec_SaslHandshakeResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "mechanisms[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("mechanisms[%d]" % i, pos, exc) from None
         f_mechanisms.append(s)

@@ -92,7 +92,7 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -122,7 +122,7 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -155,7 +155,7 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -164,6 +164,107 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledgement_batches__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledgement_batches__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledgement_batches__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+                                n_acknowledgement_batches__2 -= 1
+                            if n_acknowledgement_batches__2 < 0 or n_acknowledgement_batches__2 > (end - pos) // 18:
+                                raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
+                            f_acknowledgement_batches__2 = []
+                            if n_acknowledgement_batches__2:
+                                # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1 reads it.
+                                try:
+                                    for i__2 in range(n_acknowledgement_batches__2):
+                                        if end - pos < 16:
+                                            raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                                        f_first_offset__3, f_last_offset__3 = _S_qq.unpack_from(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] < 128:
+                                            n_acknowledge_types__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_acknowledge_types__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_acknowledge_types__3, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                                            n_acknowledge_types__3 -= 1
+                                        if n_acknowledge_types__3 < 0 or n_acknowledge_types__3 > (end - pos) // 1:
+                                            raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__3, end, 1, 1)
+                                        if n_acknowledge_types__3 < _w.SMALL_ARRAY_MAX:
+                                            f_acknowledge_types__3 = list(_A_b[n_acknowledge_types__3].unpack_from(buf, pos))
+                                        else:
+                                            f_acknowledge_types__3 = list(_unpack_from(">%db" % n_acknowledge_types__3, buf, pos))
+                                        pos += n_acknowledge_types__3 * 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareAcknowledgeRequest_AcknowledgementBatch)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.acknowledge_types = f_acknowledge_types__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acknowledgement_batches__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acknowledgement_batches[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareAcknowledgeRequest_AcknowledgePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.acknowledgement_batches = f_acknowledgement_batches__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeRequest_AcknowledgeTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -276,7 +377,7 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -306,7 +407,7 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -343,7 +444,7 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -352,6 +453,107 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledgement_batches__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledgement_batches__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledgement_batches__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+                                n_acknowledgement_batches__2 -= 1
+                            if n_acknowledgement_batches__2 < 0 or n_acknowledgement_batches__2 > (end - pos) // 18:
+                                raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
+                            f_acknowledgement_batches__2 = []
+                            if n_acknowledgement_batches__2:
+                                # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1 reads it.
+                                try:
+                                    for i__2 in range(n_acknowledgement_batches__2):
+                                        if end - pos < 16:
+                                            raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                                        f_first_offset__3, f_last_offset__3 = _S_qq.unpack_from(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] < 128:
+                                            n_acknowledge_types__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_acknowledge_types__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_acknowledge_types__3, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                                            n_acknowledge_types__3 -= 1
+                                        if n_acknowledge_types__3 < 0 or n_acknowledge_types__3 > (end - pos) // 1:
+                                            raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__3, end, 1, 1)
+                                        if n_acknowledge_types__3 < _w.SMALL_ARRAY_MAX:
+                                            f_acknowledge_types__3 = list(_A_b[n_acknowledge_types__3].unpack_from(buf, pos))
+                                        else:
+                                            f_acknowledge_types__3 = list(_unpack_from(">%db" % n_acknowledge_types__3, buf, pos))
+                                        pos += n_acknowledge_types__3 * 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareAcknowledgeRequest_AcknowledgementBatch)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.acknowledge_types = f_acknowledge_types__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acknowledgement_batches__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acknowledgement_batches[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareAcknowledgeRequest_AcknowledgePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.acknowledgement_batches = f_acknowledgement_batches__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeRequest_AcknowledgeTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -463,7 +665,7 @@ def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 6, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -472,6 +674,75 @@ def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_index, pos, end)
+                f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_acknowledgement_batches__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_acknowledgement_batches__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_acknowledgement_batches__1, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+                    n_acknowledgement_batches__1 -= 1
+                if n_acknowledgement_batches__1 < 0 or n_acknowledgement_batches__1 > (end - pos) // 18:
+                    raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__1, end, 18, 1)
+                f_acknowledgement_batches__1 = []
+                if n_acknowledgement_batches__1:
+                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1 reads it.
+                    try:
+                        for i__1 in range(n_acknowledgement_batches__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                            f_first_offset__2, f_last_offset__2 = _S_qq.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledge_types__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledge_types__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledge_types__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                                n_acknowledge_types__2 -= 1
+                            if n_acknowledge_types__2 < 0 or n_acknowledge_types__2 > (end - pos) // 1:
+                                raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__2, end, 1, 1)
+                            if n_acknowledge_types__2 < _w.SMALL_ARRAY_MAX:
+                                f_acknowledge_types__2 = list(_A_b[n_acknowledge_types__2].unpack_from(buf, pos))
+                            else:
+                                f_acknowledge_types__2 = list(_unpack_from(">%db" % n_acknowledge_types__2, buf, pos))
+                            pos += n_acknowledge_types__2 * 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareAcknowledgeRequest_AcknowledgementBatch)
+                            obj__2.first_offset = f_first_offset__2
+                            obj__2.last_offset = f_last_offset__2
+                            obj__2.acknowledge_types = f_acknowledge_types__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_acknowledgement_batches__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("acknowledgement_batches[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeRequest_AcknowledgePartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.acknowledgement_batches = f_acknowledgement_batches__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -540,7 +811,7 @@ def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
     if n_acknowledgement_batches < 0 or n_acknowledgement_batches > (end - pos) // 18:
         raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches, end, 18, 1)
     f_acknowledgement_batches = []
-    if cython.compiled or n_acknowledgement_batches:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -549,6 +820,43 @@ def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("acknowledgement_batches[%d]" % i)
         pos = cur.pos
+    elif n_acknowledgement_batches:
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1 reads it.
+        try:
+            for i in range(n_acknowledgement_batches):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                f_first_offset__1, f_last_offset__1 = _S_qq.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_acknowledge_types__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_acknowledge_types__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_acknowledge_types__1, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                    n_acknowledge_types__1 -= 1
+                if n_acknowledge_types__1 < 0 or n_acknowledge_types__1 > (end - pos) // 1:
+                    raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__1, end, 1, 1)
+                if n_acknowledge_types__1 < _w.SMALL_ARRAY_MAX:
+                    f_acknowledge_types__1 = list(_A_b[n_acknowledge_types__1].unpack_from(buf, pos))
+                else:
+                    f_acknowledge_types__1 = list(_unpack_from(">%db" % n_acknowledge_types__1, buf, pos))
+                pos += n_acknowledge_types__1 * 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeRequest_AcknowledgementBatch)
+                obj__1.first_offset = f_first_offset__1
+                obj__1.last_offset = f_last_offset__1
+                obj__1.acknowledge_types = f_acknowledge_types__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_acknowledgement_batches.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("acknowledgement_batches[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -711,7 +1019,7 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -737,7 +1045,7 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -746,6 +1054,85 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 17:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 17, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_PartitionData_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            cur.pos = pos
+                            try:
+                                f_current_leader__2 = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareAcknowledgeResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_node_endpoints = buf[pos] - 1
         pos += 1
@@ -764,7 +1151,7 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
     if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
         raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
     f_node_endpoints = []
-    if cython.compiled or n_node_endpoints:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -773,6 +1160,68 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("node_endpoints[%d]" % i)
         pos = cur.pos
+    elif n_node_endpoints:
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_NodeEndpoint_v1 reads it.
+        try:
+            for i in range(n_node_endpoints):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeResponse_NodeEndpoint)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_node_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -889,7 +1338,7 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -922,7 +1371,7 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -931,6 +1380,85 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 17:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 17, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_PartitionData_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            cur.pos = pos
+                            try:
+                                f_current_leader__2 = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareAcknowledgeResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_node_endpoints = buf[pos] - 1
         pos += 1
@@ -949,7 +1477,7 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
     if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
         raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
     f_node_endpoints = []
-    if cython.compiled or n_node_endpoints:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -958,6 +1486,68 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("node_endpoints[%d]" % i)
         pos = cur.pos
+    elif n_node_endpoints:
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_NodeEndpoint_v1 reads it.
+        try:
+            for i in range(n_node_endpoints):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeResponse_NodeEndpoint)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_node_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1069,7 +1659,7 @@ def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end
     if n_partitions < 0 or n_partitions > (end - pos) // 17:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 17, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1078,6 +1668,53 @@ def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_PartitionData_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                cur.pos = pos
+                try:
+                    f_current_leader__1 = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+                except DecodeError as exc:
+                    raise exc.within('current_leader')
+                pos = cur.pos
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.current_leader = f_current_leader__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1151,7 +1788,7 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1295,7 +1932,7 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -1330,7 +1967,7 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack

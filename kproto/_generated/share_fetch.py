@@ -98,7 +98,7 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -128,7 +128,7 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -166,7 +166,7 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -175,6 +175,107 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_FetchTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ShareFetchRequest_FetchPartition_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledgement_batches__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledgement_batches__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledgement_batches__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+                                n_acknowledgement_batches__2 -= 1
+                            if n_acknowledgement_batches__2 < 0 or n_acknowledgement_batches__2 > (end - pos) // 18:
+                                raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
+                            f_acknowledgement_batches__2 = []
+                            if n_acknowledgement_batches__2:
+                                # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v1 reads it.
+                                try:
+                                    for i__2 in range(n_acknowledgement_batches__2):
+                                        if end - pos < 16:
+                                            raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                                        f_first_offset__3, f_last_offset__3 = _S_qq.unpack_from(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] < 128:
+                                            n_acknowledge_types__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_acknowledge_types__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_acknowledge_types__3, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                                            n_acknowledge_types__3 -= 1
+                                        if n_acknowledge_types__3 < 0 or n_acknowledge_types__3 > (end - pos) // 1:
+                                            raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__3, end, 1, 1)
+                                        if n_acknowledge_types__3 < _w.SMALL_ARRAY_MAX:
+                                            f_acknowledge_types__3 = list(_A_b[n_acknowledge_types__3].unpack_from(buf, pos))
+                                        else:
+                                            f_acknowledge_types__3 = list(_unpack_from(">%db" % n_acknowledge_types__3, buf, pos))
+                                        pos += n_acknowledge_types__3 * 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareFetchRequest_AcknowledgementBatch)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.acknowledge_types = f_acknowledge_types__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acknowledgement_batches__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acknowledgement_batches[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchRequest_FetchPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.acknowledgement_batches = f_acknowledgement_batches__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_FetchTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -193,7 +294,7 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    if cython.compiled or n_forgotten_topics_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -202,6 +303,42 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
+    elif n_forgotten_topics_data:
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_ForgottenTopic_v1 reads it.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_ForgottenTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -341,7 +478,7 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -371,7 +508,7 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -414,7 +551,7 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -423,6 +560,107 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_FetchTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ShareFetchRequest_FetchPartition_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledgement_batches__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledgement_batches__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledgement_batches__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+                                n_acknowledgement_batches__2 -= 1
+                            if n_acknowledgement_batches__2 < 0 or n_acknowledgement_batches__2 > (end - pos) // 18:
+                                raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
+                            f_acknowledgement_batches__2 = []
+                            if n_acknowledgement_batches__2:
+                                # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v1 reads it.
+                                try:
+                                    for i__2 in range(n_acknowledgement_batches__2):
+                                        if end - pos < 16:
+                                            raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                                        f_first_offset__3, f_last_offset__3 = _S_qq.unpack_from(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] < 128:
+                                            n_acknowledge_types__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_acknowledge_types__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_acknowledge_types__3, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                                            n_acknowledge_types__3 -= 1
+                                        if n_acknowledge_types__3 < 0 or n_acknowledge_types__3 > (end - pos) // 1:
+                                            raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__3, end, 1, 1)
+                                        if n_acknowledge_types__3 < _w.SMALL_ARRAY_MAX:
+                                            f_acknowledge_types__3 = list(_A_b[n_acknowledge_types__3].unpack_from(buf, pos))
+                                        else:
+                                            f_acknowledge_types__3 = list(_unpack_from(">%db" % n_acknowledge_types__3, buf, pos))
+                                        pos += n_acknowledge_types__3 * 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareFetchRequest_AcknowledgementBatch)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.acknowledge_types = f_acknowledge_types__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acknowledgement_batches__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acknowledgement_batches[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchRequest_FetchPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.acknowledgement_batches = f_acknowledgement_batches__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_FetchTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -441,7 +679,7 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    if cython.compiled or n_forgotten_topics_data:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -450,6 +688,42 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
+    elif n_forgotten_topics_data:
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_ForgottenTopic_v1 reads it.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_ForgottenTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -587,7 +861,7 @@ def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 6, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -596,6 +870,75 @@ def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_FetchPartition_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_index, pos, end)
+                f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_acknowledgement_batches__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_acknowledgement_batches__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_acknowledgement_batches__1, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+                    n_acknowledgement_batches__1 -= 1
+                if n_acknowledgement_batches__1 < 0 or n_acknowledgement_batches__1 > (end - pos) // 18:
+                    raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__1, end, 18, 1)
+                f_acknowledgement_batches__1 = []
+                if n_acknowledgement_batches__1:
+                    # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v1 reads it.
+                    try:
+                        for i__1 in range(n_acknowledgement_batches__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                            f_first_offset__2, f_last_offset__2 = _S_qq.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledge_types__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledge_types__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledge_types__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                                n_acknowledge_types__2 -= 1
+                            if n_acknowledge_types__2 < 0 or n_acknowledge_types__2 > (end - pos) // 1:
+                                raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__2, end, 1, 1)
+                            if n_acknowledge_types__2 < _w.SMALL_ARRAY_MAX:
+                                f_acknowledge_types__2 = list(_A_b[n_acknowledge_types__2].unpack_from(buf, pos))
+                            else:
+                                f_acknowledge_types__2 = list(_unpack_from(">%db" % n_acknowledge_types__2, buf, pos))
+                            pos += n_acknowledge_types__2 * 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchRequest_AcknowledgementBatch)
+                            obj__2.first_offset = f_first_offset__2
+                            obj__2.last_offset = f_last_offset__2
+                            obj__2.acknowledge_types = f_acknowledge_types__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_acknowledgement_batches__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("acknowledgement_batches[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_FetchPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.acknowledgement_batches = f_acknowledgement_batches__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -664,7 +1007,7 @@ def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
     if n_acknowledgement_batches < 0 or n_acknowledgement_batches > (end - pos) // 18:
         raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches, end, 18, 1)
     f_acknowledgement_batches = []
-    if cython.compiled or n_acknowledgement_batches:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -673,6 +1016,43 @@ def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("acknowledgement_batches[%d]" % i)
         pos = cur.pos
+    elif n_acknowledgement_batches:
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v1 reads it.
+        try:
+            for i in range(n_acknowledgement_batches):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                f_first_offset__1, f_last_offset__1 = _S_qq.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_acknowledge_types__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_acknowledge_types__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_acknowledge_types__1, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                    n_acknowledge_types__1 -= 1
+                if n_acknowledge_types__1 < 0 or n_acknowledge_types__1 > (end - pos) // 1:
+                    raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__1, end, 1, 1)
+                if n_acknowledge_types__1 < _w.SMALL_ARRAY_MAX:
+                    f_acknowledge_types__1 = list(_A_b[n_acknowledge_types__1].unpack_from(buf, pos))
+                else:
+                    f_acknowledge_types__1 = list(_unpack_from(">%db" % n_acknowledge_types__1, buf, pos))
+                pos += n_acknowledge_types__1 * 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_AcknowledgementBatch)
+                obj__1.first_offset = f_first_offset__1
+                obj__1.last_offset = f_last_offset__1
+                obj__1.acknowledge_types = f_acknowledge_types__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_acknowledgement_batches.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("acknowledgement_batches[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -910,7 +1290,7 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -943,7 +1323,7 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    if cython.compiled or n_responses:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -952,6 +1332,159 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 22, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ShareFetchResponse_PartitionData_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_acknowledge_error_code, pos, end)
+                            f_acknowledge_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledge_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledge_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledge_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_error_message')
+                                n_acknowledge_error_message__2 -= 1
+                            if 0 <= n_acknowledge_error_message__2 <= end - pos:
+                                try:
+                                    f_acknowledge_error_message__2 = buf[pos:pos + n_acknowledge_error_message__2].decode() if n_acknowledge_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('acknowledge_error_message', pos, exc) from None
+                                pos += n_acknowledge_error_message__2
+                            elif n_acknowledge_error_message__2 == -1:
+                                f_acknowledge_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('acknowledge_error_message', pos, n_acknowledge_error_message__2, end, 1, True)
+                            cur.pos = pos
+                            try:
+                                f_current_leader__2 = _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos < end and buf[pos] < 128:
+                                n_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
+                                n_records__2 -= 1
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_acquired_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acquired_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acquired_records__2, pos = _w.read_uvarint(buf, pos, end, 'acquired_records')
+                                n_acquired_records__2 -= 1
+                            if n_acquired_records__2 < 0 or n_acquired_records__2 > (end - pos) // 19:
+                                raise _w.bad_count('acquired_records', pos - 1, n_acquired_records__2, end, 19, 1)
+                            f_acquired_records__2 = []
+                            if n_acquired_records__2:
+                                # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v1 reads it.
+                                try:
+                                    for i__2 in range(n_acquired_records__2):
+                                        if end - pos < 18:
+                                            raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                                        f_first_offset__3, f_last_offset__3, f_delivery_count__3 = _S_qqh.unpack_from(buf, pos)
+                                        pos += 18
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareFetchResponse_AcquiredRecords)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.delivery_count = f_delivery_count__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acquired_records__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acquired_records[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.acknowledge_error_code = f_acknowledge_error_code__2
+                            obj__2.acknowledge_error_message = f_acknowledge_error_message__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.records = f_records__2
+                            obj__2.acquired_records = f_acquired_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_ShareFetchableTopicResponse)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_node_endpoints = buf[pos] - 1
         pos += 1
@@ -970,7 +1503,7 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
     if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
         raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
     f_node_endpoints = []
-    if cython.compiled or n_node_endpoints:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -979,6 +1512,68 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("node_endpoints[%d]" % i)
         pos = cur.pos
+    elif n_node_endpoints:
+        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_NodeEndpoint_v1 reads it.
+        try:
+            for i in range(n_node_endpoints):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_NodeEndpoint)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_node_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1090,7 +1685,7 @@ def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 22, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1099,6 +1694,127 @@ def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_PartitionData_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_acknowledge_error_code, pos, end)
+                f_acknowledge_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_acknowledge_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_acknowledge_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_acknowledge_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_error_message')
+                    n_acknowledge_error_message__1 -= 1
+                if 0 <= n_acknowledge_error_message__1 <= end - pos:
+                    try:
+                        f_acknowledge_error_message__1 = buf[pos:pos + n_acknowledge_error_message__1].decode() if n_acknowledge_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('acknowledge_error_message', pos, exc) from None
+                    pos += n_acknowledge_error_message__1
+                elif n_acknowledge_error_message__1 == -1:
+                    f_acknowledge_error_message__1 = None
+                else:
+                    raise _w.bad_sized('acknowledge_error_message', pos, n_acknowledge_error_message__1, end, 1, True)
+                cur.pos = pos
+                try:
+                    f_current_leader__1 = _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+                except DecodeError as exc:
+                    raise exc.within('current_leader')
+                pos = cur.pos
+                if pos < end and buf[pos] < 128:
+                    n_records__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_records__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_records__1, pos = _w.read_uvarint(buf, pos, end, 'records')
+                    n_records__1 -= 1
+                if 0 <= n_records__1 <= end - pos:
+                    f_records__1 = RecordSet(buf[pos:pos + n_records__1])
+                    pos += n_records__1
+                else:
+                    raise _w.bad_sized('records', pos, n_records__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_acquired_records__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_acquired_records__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_acquired_records__1, pos = _w.read_uvarint(buf, pos, end, 'acquired_records')
+                    n_acquired_records__1 -= 1
+                if n_acquired_records__1 < 0 or n_acquired_records__1 > (end - pos) // 19:
+                    raise _w.bad_count('acquired_records', pos - 1, n_acquired_records__1, end, 19, 1)
+                f_acquired_records__1 = []
+                if n_acquired_records__1:
+                    # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v1 reads it.
+                    try:
+                        for i__1 in range(n_acquired_records__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                            f_first_offset__2, f_last_offset__2, f_delivery_count__2 = _S_qqh.unpack_from(buf, pos)
+                            pos += 18
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchResponse_AcquiredRecords)
+                            obj__2.first_offset = f_first_offset__2
+                            obj__2.last_offset = f_last_offset__2
+                            obj__2.delivery_count = f_delivery_count__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_acquired_records__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("acquired_records[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.acknowledge_error_code = f_acknowledge_error_code__1
+                obj__1.acknowledge_error_message = f_acknowledge_error_message__1
+                obj__1.current_leader = f_current_leader__1
+                obj__1.records = f_records__1
+                obj__1.acquired_records = f_acquired_records__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1172,7 +1888,7 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1209,7 +1925,7 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_acknowledge_error_message, 'acknowledge_error_message')
         else:
             try:
-                f_acknowledge_error_message = buf[pos:pos + n_acknowledge_error_message].decode()
+                f_acknowledge_error_message = buf[pos:pos + n_acknowledge_error_message].decode() if n_acknowledge_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('acknowledge_error_message', pos, exc) from None
         pos += n_acknowledge_error_message
@@ -1261,7 +1977,7 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
     if n_acquired_records < 0 or n_acquired_records > (end - pos) // 19:
         raise _w.bad_count('acquired_records', pos - 1, n_acquired_records, end, 19, 1)
     f_acquired_records = []
-    if cython.compiled or n_acquired_records:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1270,6 +1986,27 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("acquired_records[%d]" % i)
         pos = cur.pos
+    elif n_acquired_records:
+        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v1 reads it.
+        try:
+            for i in range(n_acquired_records):
+                if end - pos < 18:
+                    raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                f_first_offset__1, f_last_offset__1, f_delivery_count__1 = _S_qqh.unpack_from(buf, pos)
+                pos += 18
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_AcquiredRecords)
+                obj__1.first_offset = f_first_offset__1
+                obj__1.last_offset = f_last_offset__1
+                obj__1.delivery_count = f_delivery_count__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_acquired_records.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("acquired_records[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1504,7 +2241,7 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -1539,7 +2276,7 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack

@@ -107,7 +107,7 @@ def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "group_ids[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("group_ids[%d]" % i, pos, exc) from None
         f_group_ids.append(s)
@@ -204,7 +204,7 @@ def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 20:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 20, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -213,6 +213,254 @@ def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_DescribedGroup_v1 reads it.
+        try:
+            for i in range(n_groups):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_state__1, pos = _w.read_uvarint(buf, pos, end, 'group_state')
+                    n_group_state__1 -= 1
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 1, False)
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_group_epoch__assignment_epoch, pos, end)
+                f_group_epoch__1, f_assignment_epoch__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if pos < end and buf[pos] < 128:
+                    n_assignor_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_assignor_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_assignor_name__1, pos = _w.read_uvarint(buf, pos, end, 'assignor_name')
+                    n_assignor_name__1 -= 1
+                if 0 <= n_assignor_name__1 <= end - pos:
+                    try:
+                        f_assignor_name__1 = buf[pos:pos + n_assignor_name__1].decode() if n_assignor_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('assignor_name', pos, exc) from None
+                    pos += n_assignor_name__1
+                else:
+                    raise _w.bad_sized('assignor_name', pos, n_assignor_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_members__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_members__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_members__1, pos = _w.read_uvarint(buf, pos, end, 'members')
+                    n_members__1 -= 1
+                if n_members__1 < 0 or n_members__1 > (end - pos) // 12:
+                    raise _w.bad_count('members', pos - 1, n_members__1, end, 12, 1)
+                f_members__1 = []
+                if n_members__1:
+                    # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_Member_v1 reads it.
+                    try:
+                        for i__1 in range(n_members__1):
+                            if pos < end and buf[pos] < 128:
+                                n_member_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_member_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_member_id__2, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                                n_member_id__2 -= 1
+                            if 0 <= n_member_id__2 <= end - pos:
+                                try:
+                                    f_member_id__2 = buf[pos:pos + n_member_id__2].decode() if n_member_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('member_id', pos, exc) from None
+                                pos += n_member_id__2
+                            else:
+                                raise _w.bad_sized('member_id', pos, n_member_id__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_rack_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_rack_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_rack_id__2, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
+                                n_rack_id__2 -= 1
+                            if 0 <= n_rack_id__2 <= end - pos:
+                                try:
+                                    f_rack_id__2 = buf[pos:pos + n_rack_id__2].decode() if n_rack_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('rack_id', pos, exc) from None
+                                pos += n_rack_id__2
+                            elif n_rack_id__2 == -1:
+                                f_rack_id__2 = None
+                            else:
+                                raise _w.bad_sized('rack_id', pos, n_rack_id__2, end, 1, True)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_epoch, pos, end)
+                            f_member_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_client_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_id__2, pos = _w.read_uvarint(buf, pos, end, 'client_id')
+                                n_client_id__2 -= 1
+                            if 0 <= n_client_id__2 <= end - pos:
+                                try:
+                                    f_client_id__2 = buf[pos:pos + n_client_id__2].decode() if n_client_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_id', pos, exc) from None
+                                pos += n_client_id__2
+                            else:
+                                raise _w.bad_sized('client_id', pos, n_client_id__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_client_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_host__2, pos = _w.read_uvarint(buf, pos, end, 'client_host')
+                                n_client_host__2 -= 1
+                            if 0 <= n_client_host__2 <= end - pos:
+                                try:
+                                    f_client_host__2 = buf[pos:pos + n_client_host__2].decode() if n_client_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_host', pos, exc) from None
+                                pos += n_client_host__2
+                            else:
+                                raise _w.bad_sized('client_host', pos, n_client_host__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_subscribed_topic_names__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_subscribed_topic_names__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_subscribed_topic_names__2, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_names')
+                                n_subscribed_topic_names__2 -= 1
+                            if n_subscribed_topic_names__2 < 0 or n_subscribed_topic_names__2 > (end - pos) // 1:
+                                raise _w.bad_count('subscribed_topic_names', pos - 1, n_subscribed_topic_names__2, end, 1, 1)
+                            f_subscribed_topic_names__2 = []
+                            for i__2 in range(n_subscribed_topic_names__2):
+                                if pos < end and buf[pos] < 128:
+                                    m = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i__2)
+                                    m -= 1
+                                if m < 0 or end - pos < m:
+                                    raise _w.bad_sized("subscribed_topic_names[%d]" % i__2, pos, m, end, 1, False)
+                                try:
+                                    s = buf[pos:pos + m].decode() if m else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8("subscribed_topic_names[%d]" % i__2, pos, exc) from None
+                                f_subscribed_topic_names__2.append(s)
+                                pos += m
+                            cur.pos = pos
+                            try:
+                                f_assignment__2 = _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('assignment')
+                            pos = cur.pos
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareGroupDescribeResponse_Member)
+                            obj__2.member_id = f_member_id__2
+                            obj__2.rack_id = f_rack_id__2
+                            obj__2.member_epoch = f_member_epoch__2
+                            obj__2.client_id = f_client_id__2
+                            obj__2.client_host = f_client_host__2
+                            obj__2.subscribed_topic_names = f_subscribed_topic_names__2
+                            obj__2.assignment = f_assignment__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_members__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("members[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_authorized_operations, pos, end)
+                f_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareGroupDescribeResponse_DescribedGroup)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.group_id = f_group_id__1
+                obj__1.group_state = f_group_state__1
+                obj__1.group_epoch = f_group_epoch__1
+                obj__1.assignment_epoch = f_assignment_epoch__1
+                obj__1.assignor_name = f_assignor_name__1
+                obj__1.members = f_members__1
+                obj__1.authorized_operations = f_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -289,7 +537,7 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -319,7 +567,7 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -347,7 +595,7 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
             try:
-                f_group_state = buf[pos:pos + n_group_state].decode()
+                f_group_state = buf[pos:pos + n_group_state].decode() if n_group_state else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
@@ -383,7 +631,7 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_assignor_name, 'assignor_name')
         else:
             try:
-                f_assignor_name = buf[pos:pos + n_assignor_name].decode()
+                f_assignor_name = buf[pos:pos + n_assignor_name].decode() if n_assignor_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('assignor_name', pos, exc) from None
         pos += n_assignor_name
@@ -407,7 +655,7 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 12:
         raise _w.bad_count('members', pos - 1, n_members, end, 12, 1)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -416,6 +664,137 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_Member_v1 reads it.
+        try:
+            for i in range(n_members):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_rack_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack_id__1, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
+                    n_rack_id__1 -= 1
+                if 0 <= n_rack_id__1 <= end - pos:
+                    try:
+                        f_rack_id__1 = buf[pos:pos + n_rack_id__1].decode() if n_rack_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack_id', pos, exc) from None
+                    pos += n_rack_id__1
+                elif n_rack_id__1 == -1:
+                    f_rack_id__1 = None
+                else:
+                    raise _w.bad_sized('rack_id', pos, n_rack_id__1, end, 1, True)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_member_epoch, pos, end)
+                f_member_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_client_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_client_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_client_id__1, pos = _w.read_uvarint(buf, pos, end, 'client_id')
+                    n_client_id__1 -= 1
+                if 0 <= n_client_id__1 <= end - pos:
+                    try:
+                        f_client_id__1 = buf[pos:pos + n_client_id__1].decode() if n_client_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_id', pos, exc) from None
+                    pos += n_client_id__1
+                else:
+                    raise _w.bad_sized('client_id', pos, n_client_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_client_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_client_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_client_host__1, pos = _w.read_uvarint(buf, pos, end, 'client_host')
+                    n_client_host__1 -= 1
+                if 0 <= n_client_host__1 <= end - pos:
+                    try:
+                        f_client_host__1 = buf[pos:pos + n_client_host__1].decode() if n_client_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_host', pos, exc) from None
+                    pos += n_client_host__1
+                else:
+                    raise _w.bad_sized('client_host', pos, n_client_host__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_subscribed_topic_names__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_subscribed_topic_names__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_subscribed_topic_names__1, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_names')
+                    n_subscribed_topic_names__1 -= 1
+                if n_subscribed_topic_names__1 < 0 or n_subscribed_topic_names__1 > (end - pos) // 1:
+                    raise _w.bad_count('subscribed_topic_names', pos - 1, n_subscribed_topic_names__1, end, 1, 1)
+                f_subscribed_topic_names__1 = []
+                for i__1 in range(n_subscribed_topic_names__1):
+                    if pos < end and buf[pos] < 128:
+                        m = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i__1)
+                        m -= 1
+                    if m < 0 or end - pos < m:
+                        raise _w.bad_sized("subscribed_topic_names[%d]" % i__1, pos, m, end, 1, False)
+                    try:
+                        s = buf[pos:pos + m].decode() if m else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8("subscribed_topic_names[%d]" % i__1, pos, exc) from None
+                    f_subscribed_topic_names__1.append(s)
+                    pos += m
+                cur.pos = pos
+                try:
+                    f_assignment__1 = _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end)
+                except DecodeError as exc:
+                    raise exc.within('assignment')
+                pos = cur.pos
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareGroupDescribeResponse_Member)
+                obj__1.member_id = f_member_id__1
+                obj__1.rack_id = f_rack_id__1
+                obj__1.member_epoch = f_member_epoch__1
+                obj__1.client_id = f_client_id__1
+                obj__1.client_host = f_client_host__1
+                obj__1.subscribed_topic_names = f_subscribed_topic_names__1
+                obj__1.assignment = f_assignment__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -586,7 +965,7 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -614,7 +993,7 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -651,7 +1030,7 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
             try:
-                f_client_id = buf[pos:pos + n_client_id].decode()
+                f_client_id = buf[pos:pos + n_client_id].decode() if n_client_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
@@ -679,7 +1058,7 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
             try:
-                f_client_host = buf[pos:pos + n_client_host].decode()
+                f_client_host = buf[pos:pos + n_client_host].decode() if n_client_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
@@ -727,7 +1106,7 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
         f_subscribed_topic_names.append(s)
@@ -896,7 +1275,7 @@ def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
     if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 19:
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 19, 1)
     f_topic_partitions = []
-    if cython.compiled or n_topic_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -905,6 +1284,60 @@ def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_partitions[%d]" % i)
         pos = cur.pos
+    elif n_topic_partitions:
+        # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_TopicPartitions_v1 reads it.
+        try:
+            for i in range(n_topic_partitions):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareGroupDescribeResponse_TopicPartitions)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -972,7 +1405,7 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name

@@ -82,7 +82,7 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -110,7 +110,7 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -145,7 +145,7 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -198,7 +198,7 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
                     raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
             else:
                 try:
-                    s = buf[pos:pos + m].decode()
+                    s = buf[pos:pos + m].decode() if m else ""
                 except UnicodeDecodeError as exc:
                     raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
             f_subscribed_topic_names.append(s)
@@ -351,7 +351,7 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -381,7 +381,7 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -516,7 +516,7 @@ def _dec_ShareGroupHeartbeatResponse_Assignment_v1(buf, cur, end):
     if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 18:
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
     f_topic_partitions = []
-    if cython.compiled or n_topic_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -525,6 +525,42 @@ def _dec_ShareGroupHeartbeatResponse_Assignment_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_partitions[%d]" % i)
         pos = cur.pos
+    elif n_topic_partitions:
+        # Each element read inline (pure Python only), as _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1 reads it.
+        try:
+            for i in range(n_topic_partitions):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareGroupHeartbeatResponse_TopicPartitions)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -98,7 +98,7 @@ def _dec_StopReplicaRequest_v0(buf, cur, end):
     if n_ungrouped_partitions < 0 or n_ungrouped_partitions > (end - pos) // 6:
         raise _w.bad_count('ungrouped_partitions', pos - 4, n_ungrouped_partitions, end, 6, 4)
     f_ungrouped_partitions = []
-    if cython.compiled or n_ungrouped_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -107,6 +107,33 @@ def _dec_StopReplicaRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("ungrouped_partitions[%d]" % i)
         pos = cur.pos
+    elif n_ungrouped_partitions:
+        # Each element read inline (pure Python only), as _dec_StopReplicaRequest_StopReplicaPartitionV0_v0 reads it.
+        try:
+            for i in range(n_ungrouped_partitions):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_index, pos, end)
+                f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(StopReplicaRequest_StopReplicaPartitionV0)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.unknown_tagged_fields = []
+                f_ungrouped_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partitions[%d]" % i)
     if cython.compiled:
         obj = StopReplicaRequest.__new__(StopReplicaRequest)
     else:
@@ -171,7 +198,7 @@ def _dec_StopReplicaRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -180,6 +207,40 @@ def _dec_StopReplicaRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_StopReplicaRequest_StopReplicaTopicV1_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_indexes, pos, end)
+                n_partition_indexes__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                    raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes__1, end, 4, 4)
+                if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                    f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                else:
+                    f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                pos += n_partition_indexes__1 * 4
+                obj__1 = _new(StopReplicaRequest_StopReplicaTopicV1)
+                obj__1.name = f_name__1
+                obj__1.partition_indexes = f_partition_indexes__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = StopReplicaRequest.__new__(StopReplicaRequest)
     else:
@@ -259,7 +320,7 @@ def _dec_StopReplicaRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -268,6 +329,55 @@ def _dec_StopReplicaRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_StopReplicaRequest_StopReplicaTopicV1_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_indexes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                    n_partition_indexes__1 -= 1
+                if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                    f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                else:
+                    f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                pos += n_partition_indexes__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StopReplicaRequest_StopReplicaTopicV1)
+                obj__1.name = f_name__1
+                obj__1.partition_indexes = f_partition_indexes__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -357,7 +467,7 @@ def _dec_StopReplicaRequest_v3(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -366,6 +476,75 @@ def _dec_StopReplicaRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_StopReplicaRequest_StopReplicaTopicState_v3 reads it.
+        try:
+            for i in range(n_topic_states):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_states__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                    n_partition_states__1 -= 1
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 10:
+                    raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 10, 1)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_StopReplicaRequest_StopReplicaPartitionState_v3 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 9:
+                                raise _w.short_run(_RUN_partition_index__delete_partition, pos, end)
+                            f_partition_index__2, f_leader_epoch__2, f_delete_partition__2 = _S_iib.unpack_from(buf, pos)
+                            pos += 9
+                            if f_delete_partition__2 != 0 and f_delete_partition__2 != 1:
+                                raise _w.bad_bool('delete_partition', pos - 1, f_delete_partition__2)
+                            b_delete_partition__2 = f_delete_partition__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StopReplicaRequest_StopReplicaPartitionState)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.delete_partition = b_delete_partition__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StopReplicaRequest_StopReplicaTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -460,7 +639,7 @@ def _dec_StopReplicaRequest_v4(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -469,6 +648,75 @@ def _dec_StopReplicaRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_StopReplicaRequest_StopReplicaTopicState_v3 reads it.
+        try:
+            for i in range(n_topic_states):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_states__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                    n_partition_states__1 -= 1
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 10:
+                    raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 10, 1)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_StopReplicaRequest_StopReplicaPartitionState_v3 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 9:
+                                raise _w.short_run(_RUN_partition_index__delete_partition, pos, end)
+                            f_partition_index__2, f_leader_epoch__2, f_delete_partition__2 = _S_iib.unpack_from(buf, pos)
+                            pos += 9
+                            if f_delete_partition__2 != 0 and f_delete_partition__2 != 1:
+                                raise _w.bad_bool('delete_partition', pos - 1, f_delete_partition__2)
+                            b_delete_partition__2 = f_delete_partition__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StopReplicaRequest_StopReplicaPartitionState)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.delete_partition = b_delete_partition__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StopReplicaRequest_StopReplicaTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -545,7 +793,7 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -615,7 +863,7 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -713,7 +961,7 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -830,7 +1078,7 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -854,7 +1102,7 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 10:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 10, 1)
     f_partition_states = []
-    if cython.compiled or n_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -863,6 +1111,30 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_states[%d]" % i)
         pos = cur.pos
+    elif n_partition_states:
+        # Each element read inline (pure Python only), as _dec_StopReplicaRequest_StopReplicaPartitionState_v3 reads it.
+        try:
+            for i in range(n_partition_states):
+                if end - pos < 9:
+                    raise _w.short_run(_RUN_partition_index__delete_partition, pos, end)
+                f_partition_index__1, f_leader_epoch__1, f_delete_partition__1 = _S_iib.unpack_from(buf, pos)
+                pos += 9
+                if f_delete_partition__1 != 0 and f_delete_partition__1 != 1:
+                    raise _w.bad_bool('delete_partition', pos - 1, f_delete_partition__1)
+                b_delete_partition__1 = f_delete_partition__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StopReplicaRequest_StopReplicaPartitionState)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.delete_partition = b_delete_partition__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -984,7 +1256,7 @@ def _dec_StopReplicaResponse_v0(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8, 4)
     f_partition_errors = []
-    if cython.compiled or n_partition_errors:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -993,6 +1265,34 @@ def _dec_StopReplicaResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_errors[%d]" % i)
         pos = cur.pos
+    elif n_partition_errors:
+        # Each element read inline (pure Python only), as _dec_StopReplicaResponse_StopReplicaPartitionError_v0 reads it.
+        try:
+            for i in range(n_partition_errors):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                obj__1 = _new(StopReplicaResponse_StopReplicaPartitionError)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = []
+                f_partition_errors.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
     if cython.compiled:
         obj = StopReplicaResponse.__new__(StopReplicaResponse)
     else:
@@ -1051,7 +1351,7 @@ def _dec_StopReplicaResponse_v2(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 1, n_partition_errors, end, 8, 1)
     f_partition_errors = []
-    if cython.compiled or n_partition_errors:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1060,6 +1360,44 @@ def _dec_StopReplicaResponse_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_errors[%d]" % i)
         pos = cur.pos
+    elif n_partition_errors:
+        # Each element read inline (pure Python only), as _dec_StopReplicaResponse_StopReplicaPartitionError_v2 reads it.
+        try:
+            for i in range(n_partition_errors):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StopReplicaResponse_StopReplicaPartitionError)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_errors.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1121,7 +1459,7 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -1202,7 +1540,7 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name

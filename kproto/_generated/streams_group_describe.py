@@ -117,7 +117,7 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "group_ids[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("group_ids[%d]" % i, pos, exc) from None
         f_group_ids.append(s)
@@ -214,7 +214,7 @@ def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 20:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 20, 1)
     f_groups = []
-    if cython.compiled or n_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -223,6 +223,456 @@ def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
+    elif n_groups:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_DescribedGroup_v0 reads it.
+        try:
+            for i in range(n_groups):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_state__1, pos = _w.read_uvarint(buf, pos, end, 'group_state')
+                    n_group_state__1 -= 1
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 1, False)
+                if end - pos < 9:
+                    raise _w.short_run(_RUN_group_epoch__topology, pos, end)
+                f_group_epoch__1, f_assignment_epoch__1, n_topology__1 = _S_iib.unpack_from(buf, pos)
+                pos += 9
+                if n_topology__1 == -1:
+                    f_topology__1 = None
+                elif n_topology__1 != 1:
+                    raise _w.bad_marker('topology', pos - 1, n_topology__1)
+                else:
+                    cur.pos = pos
+                    try:
+                        f_topology__1 = _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end)
+                    except DecodeError as exc:
+                        raise exc.within('topology')
+                    pos = cur.pos
+                if pos < end and buf[pos] < 128:
+                    n_members__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_members__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_members__1, pos = _w.read_uvarint(buf, pos, end, 'members')
+                    n_members__1 -= 1
+                if n_members__1 < 0 or n_members__1 > (end - pos) // 28:
+                    raise _w.bad_count('members', pos - 1, n_members__1, end, 28, 1)
+                f_members__1 = []
+                if n_members__1:
+                    # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_Member_v0 reads it.
+                    try:
+                        for i__1 in range(n_members__1):
+                            if pos < end and buf[pos] < 128:
+                                n_member_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_member_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_member_id__2, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                                n_member_id__2 -= 1
+                            if 0 <= n_member_id__2 <= end - pos:
+                                try:
+                                    f_member_id__2 = buf[pos:pos + n_member_id__2].decode() if n_member_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('member_id', pos, exc) from None
+                                pos += n_member_id__2
+                            else:
+                                raise _w.bad_sized('member_id', pos, n_member_id__2, end, 1, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_epoch, pos, end)
+                            f_member_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_instance_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_instance_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_instance_id__2, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
+                                n_instance_id__2 -= 1
+                            if 0 <= n_instance_id__2 <= end - pos:
+                                try:
+                                    f_instance_id__2 = buf[pos:pos + n_instance_id__2].decode() if n_instance_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('instance_id', pos, exc) from None
+                                pos += n_instance_id__2
+                            elif n_instance_id__2 == -1:
+                                f_instance_id__2 = None
+                            else:
+                                raise _w.bad_sized('instance_id', pos, n_instance_id__2, end, 1, True)
+                            if pos < end and buf[pos] < 128:
+                                n_rack_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_rack_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_rack_id__2, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
+                                n_rack_id__2 -= 1
+                            if 0 <= n_rack_id__2 <= end - pos:
+                                try:
+                                    f_rack_id__2 = buf[pos:pos + n_rack_id__2].decode() if n_rack_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('rack_id', pos, exc) from None
+                                pos += n_rack_id__2
+                            elif n_rack_id__2 == -1:
+                                f_rack_id__2 = None
+                            else:
+                                raise _w.bad_sized('rack_id', pos, n_rack_id__2, end, 1, True)
+                            if pos < end and buf[pos] < 128:
+                                n_client_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_id__2, pos = _w.read_uvarint(buf, pos, end, 'client_id')
+                                n_client_id__2 -= 1
+                            if 0 <= n_client_id__2 <= end - pos:
+                                try:
+                                    f_client_id__2 = buf[pos:pos + n_client_id__2].decode() if n_client_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_id', pos, exc) from None
+                                pos += n_client_id__2
+                            else:
+                                raise _w.bad_sized('client_id', pos, n_client_id__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_client_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_host__2, pos = _w.read_uvarint(buf, pos, end, 'client_host')
+                                n_client_host__2 -= 1
+                            if 0 <= n_client_host__2 <= end - pos:
+                                try:
+                                    f_client_host__2 = buf[pos:pos + n_client_host__2].decode() if n_client_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_host', pos, exc) from None
+                                pos += n_client_host__2
+                            else:
+                                raise _w.bad_sized('client_host', pos, n_client_host__2, end, 1, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_topology_epoch, pos, end)
+                            f_topology_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_process_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_process_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_process_id__2, pos = _w.read_uvarint(buf, pos, end, 'process_id')
+                                n_process_id__2 -= 1
+                            if 0 <= n_process_id__2 <= end - pos:
+                                try:
+                                    f_process_id__2 = buf[pos:pos + n_process_id__2].decode() if n_process_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('process_id', pos, exc) from None
+                                pos += n_process_id__2
+                            else:
+                                raise _w.bad_sized('process_id', pos, n_process_id__2, end, 1, False)
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_user_endpoint, pos, end)
+                            n_user_endpoint__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if n_user_endpoint__2 == -1:
+                                f_user_endpoint__2 = None
+                            elif n_user_endpoint__2 != 1:
+                                raise _w.bad_marker('user_endpoint', pos - 1, n_user_endpoint__2)
+                            else:
+                                cur.pos = pos
+                                try:
+                                    f_user_endpoint__2 = _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end)
+                                except DecodeError as exc:
+                                    raise exc.within('user_endpoint')
+                                pos = cur.pos
+                            if pos < end and buf[pos] < 128:
+                                n_client_tags__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_tags__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_tags__2, pos = _w.read_uvarint(buf, pos, end, 'client_tags')
+                                n_client_tags__2 -= 1
+                            if n_client_tags__2 < 0 or n_client_tags__2 > (end - pos) // 3:
+                                raise _w.bad_count('client_tags', pos - 1, n_client_tags__2, end, 3, 1)
+                            f_client_tags__2 = []
+                            if n_client_tags__2:
+                                # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_KeyValue_v0 reads it.
+                                try:
+                                    for i__2 in range(n_client_tags__2):
+                                        if pos < end and buf[pos] < 128:
+                                            n_key__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_key__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_key__3, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                            n_key__3 -= 1
+                                        if 0 <= n_key__3 <= end - pos:
+                                            try:
+                                                f_key__3 = buf[pos:pos + n_key__3].decode() if n_key__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('key', pos, exc) from None
+                                            pos += n_key__3
+                                        else:
+                                            raise _w.bad_sized('key', pos, n_key__3, end, 1, False)
+                                        if pos < end and buf[pos] < 128:
+                                            n_value__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                            n_value__3 -= 1
+                                        if 0 <= n_value__3 <= end - pos:
+                                            try:
+                                                f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('value', pos, exc) from None
+                                            pos += n_value__3
+                                        else:
+                                            raise _w.bad_sized('value', pos, n_value__3, end, 1, False)
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(StreamsGroupDescribeResponse_KeyValue)
+                                        obj__3.key = f_key__3
+                                        obj__3.value = f_value__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_client_tags__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("client_tags[%d]" % i__2)
+                            if pos < end and buf[pos] < 128:
+                                n_task_offsets__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_task_offsets__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_task_offsets__2, pos = _w.read_uvarint(buf, pos, end, 'task_offsets')
+                                n_task_offsets__2 -= 1
+                            if n_task_offsets__2 < 0 or n_task_offsets__2 > (end - pos) // 14:
+                                raise _w.bad_count('task_offsets', pos - 1, n_task_offsets__2, end, 14, 1)
+                            f_task_offsets__2 = []
+                            if n_task_offsets__2:
+                                # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TaskOffset_v0 reads it.
+                                try:
+                                    for i__2 in range(n_task_offsets__2):
+                                        if pos < end and buf[pos] < 128:
+                                            n_subtopology_id__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_subtopology_id__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_subtopology_id__3, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                                            n_subtopology_id__3 -= 1
+                                        if 0 <= n_subtopology_id__3 <= end - pos:
+                                            try:
+                                                f_subtopology_id__3 = buf[pos:pos + n_subtopology_id__3].decode() if n_subtopology_id__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                                            pos += n_subtopology_id__3
+                                        else:
+                                            raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__3, end, 1, False)
+                                        if end - pos < 12:
+                                            raise _w.short_run(_RUN_partition__offset, pos, end)
+                                        f_partition__3, f_offset__3 = _S_iq.unpack_from(buf, pos)
+                                        pos += 12
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(StreamsGroupDescribeResponse_TaskOffset)
+                                        obj__3.subtopology_id = f_subtopology_id__3
+                                        obj__3.partition = f_partition__3
+                                        obj__3.offset = f_offset__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_task_offsets__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("task_offsets[%d]" % i__2)
+                            if pos < end and buf[pos] < 128:
+                                n_task_end_offsets__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_task_end_offsets__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_task_end_offsets__2, pos = _w.read_uvarint(buf, pos, end, 'task_end_offsets')
+                                n_task_end_offsets__2 -= 1
+                            if n_task_end_offsets__2 < 0 or n_task_end_offsets__2 > (end - pos) // 14:
+                                raise _w.bad_count('task_end_offsets', pos - 1, n_task_end_offsets__2, end, 14, 1)
+                            f_task_end_offsets__2 = []
+                            if n_task_end_offsets__2:
+                                # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TaskOffset_v0 reads it.
+                                try:
+                                    for i__2 in range(n_task_end_offsets__2):
+                                        if pos < end and buf[pos] < 128:
+                                            n_subtopology_id__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_subtopology_id__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_subtopology_id__3, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                                            n_subtopology_id__3 -= 1
+                                        if 0 <= n_subtopology_id__3 <= end - pos:
+                                            try:
+                                                f_subtopology_id__3 = buf[pos:pos + n_subtopology_id__3].decode() if n_subtopology_id__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                                            pos += n_subtopology_id__3
+                                        else:
+                                            raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__3, end, 1, False)
+                                        if end - pos < 12:
+                                            raise _w.short_run(_RUN_partition__offset, pos, end)
+                                        f_partition__3, f_offset__3 = _S_iq.unpack_from(buf, pos)
+                                        pos += 12
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(StreamsGroupDescribeResponse_TaskOffset)
+                                        obj__3.subtopology_id = f_subtopology_id__3
+                                        obj__3.partition = f_partition__3
+                                        obj__3.offset = f_offset__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_task_end_offsets__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("task_end_offsets[%d]" % i__2)
+                            cur.pos = pos
+                            try:
+                                f_assignment__2 = _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('assignment')
+                            pos = cur.pos
+                            cur.pos = pos
+                            try:
+                                f_target_assignment__2 = _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('target_assignment')
+                            pos = cur.pos
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_is_classic, pos, end)
+                            f_is_classic__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if f_is_classic__2 != 0 and f_is_classic__2 != 1:
+                                raise _w.bad_bool('is_classic', pos - 1, f_is_classic__2)
+                            b_is_classic__2 = f_is_classic__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupDescribeResponse_Member)
+                            obj__2.member_id = f_member_id__2
+                            obj__2.member_epoch = f_member_epoch__2
+                            obj__2.instance_id = f_instance_id__2
+                            obj__2.rack_id = f_rack_id__2
+                            obj__2.client_id = f_client_id__2
+                            obj__2.client_host = f_client_host__2
+                            obj__2.topology_epoch = f_topology_epoch__2
+                            obj__2.process_id = f_process_id__2
+                            obj__2.user_endpoint = f_user_endpoint__2
+                            obj__2.client_tags = f_client_tags__2
+                            obj__2.task_offsets = f_task_offsets__2
+                            obj__2.task_end_offsets = f_task_end_offsets__2
+                            obj__2.assignment = f_assignment__2
+                            obj__2.target_assignment = f_target_assignment__2
+                            obj__2.is_classic = b_is_classic__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_members__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("members[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_authorized_operations, pos, end)
+                f_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_DescribedGroup)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.group_id = f_group_id__1
+                obj__1.group_state = f_group_state__1
+                obj__1.group_epoch = f_group_epoch__1
+                obj__1.assignment_epoch = f_assignment_epoch__1
+                obj__1.topology = f_topology__1
+                obj__1.members = f_members__1
+                obj__1.authorized_operations = f_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -299,7 +749,7 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -329,7 +779,7 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -357,7 +807,7 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
             try:
-                f_group_state = buf[pos:pos + n_group_state].decode()
+                f_group_state = buf[pos:pos + n_group_state].decode() if n_group_state else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
@@ -401,7 +851,7 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 28:
         raise _w.bad_count('members', pos - 1, n_members, end, 28, 1)
     f_members = []
-    if cython.compiled or n_members:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -410,6 +860,345 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
+    elif n_members:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_Member_v0 reads it.
+        try:
+            for i in range(n_members):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_member_epoch, pos, end)
+                f_member_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_instance_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
+                    n_instance_id__1 -= 1
+                if 0 <= n_instance_id__1 <= end - pos:
+                    try:
+                        f_instance_id__1 = buf[pos:pos + n_instance_id__1].decode() if n_instance_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('instance_id', pos, exc) from None
+                    pos += n_instance_id__1
+                elif n_instance_id__1 == -1:
+                    f_instance_id__1 = None
+                else:
+                    raise _w.bad_sized('instance_id', pos, n_instance_id__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_rack_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack_id__1, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
+                    n_rack_id__1 -= 1
+                if 0 <= n_rack_id__1 <= end - pos:
+                    try:
+                        f_rack_id__1 = buf[pos:pos + n_rack_id__1].decode() if n_rack_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack_id', pos, exc) from None
+                    pos += n_rack_id__1
+                elif n_rack_id__1 == -1:
+                    f_rack_id__1 = None
+                else:
+                    raise _w.bad_sized('rack_id', pos, n_rack_id__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_client_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_client_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_client_id__1, pos = _w.read_uvarint(buf, pos, end, 'client_id')
+                    n_client_id__1 -= 1
+                if 0 <= n_client_id__1 <= end - pos:
+                    try:
+                        f_client_id__1 = buf[pos:pos + n_client_id__1].decode() if n_client_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_id', pos, exc) from None
+                    pos += n_client_id__1
+                else:
+                    raise _w.bad_sized('client_id', pos, n_client_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_client_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_client_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_client_host__1, pos = _w.read_uvarint(buf, pos, end, 'client_host')
+                    n_client_host__1 -= 1
+                if 0 <= n_client_host__1 <= end - pos:
+                    try:
+                        f_client_host__1 = buf[pos:pos + n_client_host__1].decode() if n_client_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('client_host', pos, exc) from None
+                    pos += n_client_host__1
+                else:
+                    raise _w.bad_sized('client_host', pos, n_client_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_topology_epoch, pos, end)
+                f_topology_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_process_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_process_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_process_id__1, pos = _w.read_uvarint(buf, pos, end, 'process_id')
+                    n_process_id__1 -= 1
+                if 0 <= n_process_id__1 <= end - pos:
+                    try:
+                        f_process_id__1 = buf[pos:pos + n_process_id__1].decode() if n_process_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('process_id', pos, exc) from None
+                    pos += n_process_id__1
+                else:
+                    raise _w.bad_sized('process_id', pos, n_process_id__1, end, 1, False)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_user_endpoint, pos, end)
+                n_user_endpoint__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if n_user_endpoint__1 == -1:
+                    f_user_endpoint__1 = None
+                elif n_user_endpoint__1 != 1:
+                    raise _w.bad_marker('user_endpoint', pos - 1, n_user_endpoint__1)
+                else:
+                    cur.pos = pos
+                    try:
+                        f_user_endpoint__1 = _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end)
+                    except DecodeError as exc:
+                        raise exc.within('user_endpoint')
+                    pos = cur.pos
+                if pos < end and buf[pos] < 128:
+                    n_client_tags__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_client_tags__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_client_tags__1, pos = _w.read_uvarint(buf, pos, end, 'client_tags')
+                    n_client_tags__1 -= 1
+                if n_client_tags__1 < 0 or n_client_tags__1 > (end - pos) // 3:
+                    raise _w.bad_count('client_tags', pos - 1, n_client_tags__1, end, 3, 1)
+                f_client_tags__1 = []
+                if n_client_tags__1:
+                    # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_KeyValue_v0 reads it.
+                    try:
+                        for i__1 in range(n_client_tags__1):
+                            if pos < end and buf[pos] < 128:
+                                n_key__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_key__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_key__2, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                n_key__2 -= 1
+                            if 0 <= n_key__2 <= end - pos:
+                                try:
+                                    f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('key', pos, exc) from None
+                                pos += n_key__2
+                            else:
+                                raise _w.bad_sized('key', pos, n_key__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_value__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 1, False)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupDescribeResponse_KeyValue)
+                            obj__2.key = f_key__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_client_tags__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("client_tags[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_task_offsets__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_task_offsets__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_task_offsets__1, pos = _w.read_uvarint(buf, pos, end, 'task_offsets')
+                    n_task_offsets__1 -= 1
+                if n_task_offsets__1 < 0 or n_task_offsets__1 > (end - pos) // 14:
+                    raise _w.bad_count('task_offsets', pos - 1, n_task_offsets__1, end, 14, 1)
+                f_task_offsets__1 = []
+                if n_task_offsets__1:
+                    # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TaskOffset_v0 reads it.
+                    try:
+                        for i__1 in range(n_task_offsets__1):
+                            if pos < end and buf[pos] < 128:
+                                n_subtopology_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_subtopology_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_subtopology_id__2, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                                n_subtopology_id__2 -= 1
+                            if 0 <= n_subtopology_id__2 <= end - pos:
+                                try:
+                                    f_subtopology_id__2 = buf[pos:pos + n_subtopology_id__2].decode() if n_subtopology_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                                pos += n_subtopology_id__2
+                            else:
+                                raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__2, end, 1, False)
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition__offset, pos, end)
+                            f_partition__2, f_offset__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupDescribeResponse_TaskOffset)
+                            obj__2.subtopology_id = f_subtopology_id__2
+                            obj__2.partition = f_partition__2
+                            obj__2.offset = f_offset__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_task_offsets__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("task_offsets[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_task_end_offsets__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_task_end_offsets__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_task_end_offsets__1, pos = _w.read_uvarint(buf, pos, end, 'task_end_offsets')
+                    n_task_end_offsets__1 -= 1
+                if n_task_end_offsets__1 < 0 or n_task_end_offsets__1 > (end - pos) // 14:
+                    raise _w.bad_count('task_end_offsets', pos - 1, n_task_end_offsets__1, end, 14, 1)
+                f_task_end_offsets__1 = []
+                if n_task_end_offsets__1:
+                    # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TaskOffset_v0 reads it.
+                    try:
+                        for i__1 in range(n_task_end_offsets__1):
+                            if pos < end and buf[pos] < 128:
+                                n_subtopology_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_subtopology_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_subtopology_id__2, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                                n_subtopology_id__2 -= 1
+                            if 0 <= n_subtopology_id__2 <= end - pos:
+                                try:
+                                    f_subtopology_id__2 = buf[pos:pos + n_subtopology_id__2].decode() if n_subtopology_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                                pos += n_subtopology_id__2
+                            else:
+                                raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__2, end, 1, False)
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition__offset, pos, end)
+                            f_partition__2, f_offset__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupDescribeResponse_TaskOffset)
+                            obj__2.subtopology_id = f_subtopology_id__2
+                            obj__2.partition = f_partition__2
+                            obj__2.offset = f_offset__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_task_end_offsets__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("task_end_offsets[%d]" % i__1)
+                cur.pos = pos
+                try:
+                    f_assignment__1 = _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end)
+                except DecodeError as exc:
+                    raise exc.within('assignment')
+                pos = cur.pos
+                cur.pos = pos
+                try:
+                    f_target_assignment__1 = _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end)
+                except DecodeError as exc:
+                    raise exc.within('target_assignment')
+                pos = cur.pos
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_classic, pos, end)
+                f_is_classic__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_classic__1 != 0 and f_is_classic__1 != 1:
+                    raise _w.bad_bool('is_classic', pos - 1, f_is_classic__1)
+                b_is_classic__1 = f_is_classic__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_Member)
+                obj__1.member_id = f_member_id__1
+                obj__1.member_epoch = f_member_epoch__1
+                obj__1.instance_id = f_instance_id__1
+                obj__1.rack_id = f_rack_id__1
+                obj__1.client_id = f_client_id__1
+                obj__1.client_host = f_client_host__1
+                obj__1.topology_epoch = f_topology_epoch__1
+                obj__1.process_id = f_process_id__1
+                obj__1.user_endpoint = f_user_endpoint__1
+                obj__1.client_tags = f_client_tags__1
+                obj__1.task_offsets = f_task_offsets__1
+                obj__1.task_end_offsets = f_task_end_offsets__1
+                obj__1.assignment = f_assignment__1
+                obj__1.target_assignment = f_target_assignment__1
+                obj__1.is_classic = b_is_classic__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_members.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -572,7 +1361,7 @@ def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
         raise _w.bad_count('subtopologies', pos - 1, n_subtopologies, end, 6, 1)
     else:
         f_subtopologies = []
-        if cython.compiled or n_subtopologies:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -581,6 +1370,328 @@ def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("subtopologies[%d]" % i)
             pos = cur.pos
+        elif n_subtopologies:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_Subtopology_v0 reads it.
+            try:
+                for i in range(n_subtopologies):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_source_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_source_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_source_topics__1, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
+                        n_source_topics__1 -= 1
+                    if n_source_topics__1 < 0 or n_source_topics__1 > (end - pos) // 1:
+                        raise _w.bad_count('source_topics', pos - 1, n_source_topics__1, end, 1, 1)
+                    f_source_topics__1 = []
+                    for i__1 in range(n_source_topics__1):
+                        if pos < end and buf[pos] < 128:
+                            m = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            m, pos = _w.read_uvarint(buf, pos, end, "source_topics[%d]" % i__1)
+                            m -= 1
+                        if m < 0 or end - pos < m:
+                            raise _w.bad_sized("source_topics[%d]" % i__1, pos, m, end, 1, False)
+                        try:
+                            s = buf[pos:pos + m].decode() if m else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8("source_topics[%d]" % i__1, pos, exc) from None
+                        f_source_topics__1.append(s)
+                        pos += m
+                    if pos < end and buf[pos] < 128:
+                        n_repartition_sink_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_repartition_sink_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_repartition_sink_topics__1, pos = _w.read_uvarint(buf, pos, end, 'repartition_sink_topics')
+                        n_repartition_sink_topics__1 -= 1
+                    if n_repartition_sink_topics__1 < 0 or n_repartition_sink_topics__1 > (end - pos) // 1:
+                        raise _w.bad_count('repartition_sink_topics', pos - 1, n_repartition_sink_topics__1, end, 1, 1)
+                    f_repartition_sink_topics__1 = []
+                    for i__1 in range(n_repartition_sink_topics__1):
+                        if pos < end and buf[pos] < 128:
+                            m = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            m, pos = _w.read_uvarint(buf, pos, end, "repartition_sink_topics[%d]" % i__1)
+                            m -= 1
+                        if m < 0 or end - pos < m:
+                            raise _w.bad_sized("repartition_sink_topics[%d]" % i__1, pos, m, end, 1, False)
+                        try:
+                            s = buf[pos:pos + m].decode() if m else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8("repartition_sink_topics[%d]" % i__1, pos, exc) from None
+                        f_repartition_sink_topics__1.append(s)
+                        pos += m
+                    if pos < end and buf[pos] < 128:
+                        n_state_changelog_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_state_changelog_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_state_changelog_topics__1, pos = _w.read_uvarint(buf, pos, end, 'state_changelog_topics')
+                        n_state_changelog_topics__1 -= 1
+                    if n_state_changelog_topics__1 < 0 or n_state_changelog_topics__1 > (end - pos) // 9:
+                        raise _w.bad_count('state_changelog_topics', pos - 1, n_state_changelog_topics__1, end, 9, 1)
+                    f_state_changelog_topics__1 = []
+                    if n_state_changelog_topics__1:
+                        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TopicInfo_v0 reads it.
+                        try:
+                            for i__1 in range(n_state_changelog_topics__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                                if 0 <= n_name__2 <= end - pos:
+                                    try:
+                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('name', pos, exc) from None
+                                    pos += n_name__2
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                if end - pos < 6:
+                                    raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                                f_partitions__2, f_replication_factor__2 = _S_ih.unpack_from(buf, pos)
+                                pos += 6
+                                if pos < end and buf[pos] < 128:
+                                    n_topic_configs__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_topic_configs__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_topic_configs__2, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                                    n_topic_configs__2 -= 1
+                                if n_topic_configs__2 < 0 or n_topic_configs__2 > (end - pos) // 3:
+                                    raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__2, end, 3, 1)
+                                f_topic_configs__2 = []
+                                if n_topic_configs__2:
+                                    # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_KeyValue_v0 reads it.
+                                    try:
+                                        for i__2 in range(n_topic_configs__2):
+                                            if pos < end and buf[pos] < 128:
+                                                n_key__3 = buf[pos] - 1
+                                                pos += 1
+                                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                n_key__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                pos += 2
+                                            else:
+                                                n_key__3, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                                n_key__3 -= 1
+                                            if 0 <= n_key__3 <= end - pos:
+                                                try:
+                                                    f_key__3 = buf[pos:pos + n_key__3].decode() if n_key__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('key', pos, exc) from None
+                                                pos += n_key__3
+                                            else:
+                                                raise _w.bad_sized('key', pos, n_key__3, end, 1, False)
+                                            if pos < end and buf[pos] < 128:
+                                                n_value__3 = buf[pos] - 1
+                                                pos += 1
+                                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                pos += 2
+                                            else:
+                                                n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                                n_value__3 -= 1
+                                            if 0 <= n_value__3 <= end - pos:
+                                                try:
+                                                    f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('value', pos, exc) from None
+                                                pos += n_value__3
+                                            else:
+                                                raise _w.bad_sized('value', pos, n_value__3, end, 1, False)
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(StreamsGroupDescribeResponse_KeyValue)
+                                            obj__3.key = f_key__3
+                                            obj__3.value = f_value__3
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                            f_topic_configs__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("topic_configs[%d]" % i__2)
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(StreamsGroupDescribeResponse_TopicInfo)
+                                obj__2.name = f_name__2
+                                obj__2.partitions = f_partitions__2
+                                obj__2.replication_factor = f_replication_factor__2
+                                obj__2.topic_configs = f_topic_configs__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_state_changelog_topics__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("state_changelog_topics[%d]" % i__1)
+                    if pos < end and buf[pos] < 128:
+                        n_repartition_source_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_repartition_source_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_repartition_source_topics__1, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
+                        n_repartition_source_topics__1 -= 1
+                    if n_repartition_source_topics__1 < 0 or n_repartition_source_topics__1 > (end - pos) // 9:
+                        raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics__1, end, 9, 1)
+                    f_repartition_source_topics__1 = []
+                    if n_repartition_source_topics__1:
+                        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TopicInfo_v0 reads it.
+                        try:
+                            for i__1 in range(n_repartition_source_topics__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                                if 0 <= n_name__2 <= end - pos:
+                                    try:
+                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('name', pos, exc) from None
+                                    pos += n_name__2
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                if end - pos < 6:
+                                    raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                                f_partitions__2, f_replication_factor__2 = _S_ih.unpack_from(buf, pos)
+                                pos += 6
+                                if pos < end and buf[pos] < 128:
+                                    n_topic_configs__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_topic_configs__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_topic_configs__2, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                                    n_topic_configs__2 -= 1
+                                if n_topic_configs__2 < 0 or n_topic_configs__2 > (end - pos) // 3:
+                                    raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__2, end, 3, 1)
+                                f_topic_configs__2 = []
+                                if n_topic_configs__2:
+                                    # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_KeyValue_v0 reads it.
+                                    try:
+                                        for i__2 in range(n_topic_configs__2):
+                                            if pos < end and buf[pos] < 128:
+                                                n_key__3 = buf[pos] - 1
+                                                pos += 1
+                                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                n_key__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                pos += 2
+                                            else:
+                                                n_key__3, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                                n_key__3 -= 1
+                                            if 0 <= n_key__3 <= end - pos:
+                                                try:
+                                                    f_key__3 = buf[pos:pos + n_key__3].decode() if n_key__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('key', pos, exc) from None
+                                                pos += n_key__3
+                                            else:
+                                                raise _w.bad_sized('key', pos, n_key__3, end, 1, False)
+                                            if pos < end and buf[pos] < 128:
+                                                n_value__3 = buf[pos] - 1
+                                                pos += 1
+                                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                pos += 2
+                                            else:
+                                                n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                                n_value__3 -= 1
+                                            if 0 <= n_value__3 <= end - pos:
+                                                try:
+                                                    f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('value', pos, exc) from None
+                                                pos += n_value__3
+                                            else:
+                                                raise _w.bad_sized('value', pos, n_value__3, end, 1, False)
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(StreamsGroupDescribeResponse_KeyValue)
+                                            obj__3.key = f_key__3
+                                            obj__3.value = f_value__3
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                            f_topic_configs__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("topic_configs[%d]" % i__2)
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(StreamsGroupDescribeResponse_TopicInfo)
+                                obj__2.name = f_name__2
+                                obj__2.partitions = f_partitions__2
+                                obj__2.replication_factor = f_replication_factor__2
+                                obj__2.topic_configs = f_topic_configs__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_repartition_source_topics__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("repartition_source_topics[%d]" % i__1)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupDescribeResponse_Subtopology)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.source_topics = f_source_topics__1
+                    obj__1.repartition_sink_topics = f_repartition_sink_topics__1
+                    obj__1.state_changelog_topics = f_state_changelog_topics__1
+                    obj__1.repartition_source_topics = f_repartition_source_topics__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_subtopologies.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("subtopologies[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -651,7 +1762,7 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
             try:
-                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode() if n_subtopology_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
@@ -699,7 +1810,7 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "source_topics[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("source_topics[%d]" % i, pos, exc) from None
         f_source_topics.append(s)
@@ -746,7 +1857,7 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "repartition_sink_topics[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("repartition_sink_topics[%d]" % i, pos, exc) from None
         f_repartition_sink_topics.append(s)
@@ -769,7 +1880,7 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
     if n_state_changelog_topics < 0 or n_state_changelog_topics > (end - pos) // 9:
         raise _w.bad_count('state_changelog_topics', pos - 1, n_state_changelog_topics, end, 9, 1)
     f_state_changelog_topics = []
-    if cython.compiled or n_state_changelog_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -778,6 +1889,107 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("state_changelog_topics[%d]" % i)
         pos = cur.pos
+    elif n_state_changelog_topics:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TopicInfo_v0 reads it.
+        try:
+            for i in range(n_state_changelog_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                f_partitions__1, f_replication_factor__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_topic_configs__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_configs__1, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                    n_topic_configs__1 -= 1
+                if n_topic_configs__1 < 0 or n_topic_configs__1 > (end - pos) // 3:
+                    raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__1, end, 3, 1)
+                f_topic_configs__1 = []
+                if n_topic_configs__1:
+                    # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_KeyValue_v0 reads it.
+                    try:
+                        for i__1 in range(n_topic_configs__1):
+                            if pos < end and buf[pos] < 128:
+                                n_key__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_key__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_key__2, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                n_key__2 -= 1
+                            if 0 <= n_key__2 <= end - pos:
+                                try:
+                                    f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('key', pos, exc) from None
+                                pos += n_key__2
+                            else:
+                                raise _w.bad_sized('key', pos, n_key__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_value__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 1, False)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupDescribeResponse_KeyValue)
+                            obj__2.key = f_key__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topic_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topic_configs[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_TopicInfo)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.replication_factor = f_replication_factor__1
+                obj__1.topic_configs = f_topic_configs__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_state_changelog_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("state_changelog_topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_repartition_source_topics = buf[pos] - 1
         pos += 1
@@ -796,7 +2008,7 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
     if n_repartition_source_topics < 0 or n_repartition_source_topics > (end - pos) // 9:
         raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics, end, 9, 1)
     f_repartition_source_topics = []
-    if cython.compiled or n_repartition_source_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -805,6 +2017,107 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("repartition_source_topics[%d]" % i)
         pos = cur.pos
+    elif n_repartition_source_topics:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TopicInfo_v0 reads it.
+        try:
+            for i in range(n_repartition_source_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                f_partitions__1, f_replication_factor__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_topic_configs__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_configs__1, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                    n_topic_configs__1 -= 1
+                if n_topic_configs__1 < 0 or n_topic_configs__1 > (end - pos) // 3:
+                    raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__1, end, 3, 1)
+                f_topic_configs__1 = []
+                if n_topic_configs__1:
+                    # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_KeyValue_v0 reads it.
+                    try:
+                        for i__1 in range(n_topic_configs__1):
+                            if pos < end and buf[pos] < 128:
+                                n_key__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_key__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_key__2, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                n_key__2 -= 1
+                            if 0 <= n_key__2 <= end - pos:
+                                try:
+                                    f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('key', pos, exc) from None
+                                pos += n_key__2
+                            else:
+                                raise _w.bad_sized('key', pos, n_key__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_value__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 1, False)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupDescribeResponse_KeyValue)
+                            obj__2.key = f_key__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topic_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topic_configs[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_TopicInfo)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.replication_factor = f_replication_factor__1
+                obj__1.topic_configs = f_topic_configs__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_repartition_source_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("repartition_source_topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -950,7 +2263,7 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -982,7 +2295,7 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
     if n_topic_configs < 0 or n_topic_configs > (end - pos) // 3:
         raise _w.bad_count('topic_configs', pos - 1, n_topic_configs, end, 3, 1)
     f_topic_configs = []
-    if cython.compiled or n_topic_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -991,6 +2304,56 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_configs[%d]" % i)
         pos = cur.pos
+    elif n_topic_configs:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_KeyValue_v0 reads it.
+        try:
+            for i in range(n_topic_configs):
+                if pos < end and buf[pos] < 128:
+                    n_key__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_key__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_key__1, pos = _w.read_uvarint(buf, pos, end, 'key')
+                    n_key__1 -= 1
+                if 0 <= n_key__1 <= end - pos:
+                    try:
+                        f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('key', pos, exc) from None
+                    pos += n_key__1
+                else:
+                    raise _w.bad_sized('key', pos, n_key__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_value__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                    n_value__1 -= 1
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_KeyValue)
+                obj__1.key = f_key__1
+                obj__1.value = f_value__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_configs[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1082,7 +2445,7 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
             try:
-                f_key = buf[pos:pos + n_key].decode()
+                f_key = buf[pos:pos + n_key].decode() if n_key else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
@@ -1110,7 +2473,7 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -1205,7 +2568,7 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1240,7 +2603,7 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
             try:
-                f_instance_id = buf[pos:pos + n_instance_id].decode()
+                f_instance_id = buf[pos:pos + n_instance_id].decode() if n_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
@@ -1270,7 +2633,7 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -1300,7 +2663,7 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
             try:
-                f_client_id = buf[pos:pos + n_client_id].decode()
+                f_client_id = buf[pos:pos + n_client_id].decode() if n_client_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
@@ -1328,7 +2691,7 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
             try:
-                f_client_host = buf[pos:pos + n_client_host].decode()
+                f_client_host = buf[pos:pos + n_client_host].decode() if n_client_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
@@ -1363,7 +2726,7 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_process_id, 'process_id')
         else:
             try:
-                f_process_id = buf[pos:pos + n_process_id].decode()
+                f_process_id = buf[pos:pos + n_process_id].decode() if n_process_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('process_id', pos, exc) from None
         pos += n_process_id
@@ -1405,7 +2768,7 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     if n_client_tags < 0 or n_client_tags > (end - pos) // 3:
         raise _w.bad_count('client_tags', pos - 1, n_client_tags, end, 3, 1)
     f_client_tags = []
-    if cython.compiled or n_client_tags:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1414,6 +2777,56 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("client_tags[%d]" % i)
         pos = cur.pos
+    elif n_client_tags:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_KeyValue_v0 reads it.
+        try:
+            for i in range(n_client_tags):
+                if pos < end and buf[pos] < 128:
+                    n_key__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_key__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_key__1, pos = _w.read_uvarint(buf, pos, end, 'key')
+                    n_key__1 -= 1
+                if 0 <= n_key__1 <= end - pos:
+                    try:
+                        f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('key', pos, exc) from None
+                    pos += n_key__1
+                else:
+                    raise _w.bad_sized('key', pos, n_key__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_value__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                    n_value__1 -= 1
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_KeyValue)
+                obj__1.key = f_key__1
+                obj__1.value = f_value__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_client_tags.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("client_tags[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_task_offsets = buf[pos] - 1
         pos += 1
@@ -1432,7 +2845,7 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     if n_task_offsets < 0 or n_task_offsets > (end - pos) // 14:
         raise _w.bad_count('task_offsets', pos - 1, n_task_offsets, end, 14, 1)
     f_task_offsets = []
-    if cython.compiled or n_task_offsets:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1441,6 +2854,44 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("task_offsets[%d]" % i)
         pos = cur.pos
+    elif n_task_offsets:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TaskOffset_v0 reads it.
+        try:
+            for i in range(n_task_offsets):
+                if pos < end and buf[pos] < 128:
+                    n_subtopology_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                    n_subtopology_id__1 -= 1
+                if 0 <= n_subtopology_id__1 <= end - pos:
+                    try:
+                        f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                    pos += n_subtopology_id__1
+                else:
+                    raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_partition__offset, pos, end)
+                f_partition__1, f_offset__1 = _S_iq.unpack_from(buf, pos)
+                pos += 12
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_TaskOffset)
+                obj__1.subtopology_id = f_subtopology_id__1
+                obj__1.partition = f_partition__1
+                obj__1.offset = f_offset__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_task_offsets.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("task_offsets[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_task_end_offsets = buf[pos] - 1
         pos += 1
@@ -1459,7 +2910,7 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     if n_task_end_offsets < 0 or n_task_end_offsets > (end - pos) // 14:
         raise _w.bad_count('task_end_offsets', pos - 1, n_task_end_offsets, end, 14, 1)
     f_task_end_offsets = []
-    if cython.compiled or n_task_end_offsets:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1468,6 +2919,44 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("task_end_offsets[%d]" % i)
         pos = cur.pos
+    elif n_task_end_offsets:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TaskOffset_v0 reads it.
+        try:
+            for i in range(n_task_end_offsets):
+                if pos < end and buf[pos] < 128:
+                    n_subtopology_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                    n_subtopology_id__1 -= 1
+                if 0 <= n_subtopology_id__1 <= end - pos:
+                    try:
+                        f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                    pos += n_subtopology_id__1
+                else:
+                    raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_partition__offset, pos, end)
+                f_partition__1, f_offset__1 = _S_iq.unpack_from(buf, pos)
+                pos += 12
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_TaskOffset)
+                obj__1.subtopology_id = f_subtopology_id__1
+                obj__1.partition = f_partition__1
+                obj__1.offset = f_offset__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_task_end_offsets.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("task_end_offsets[%d]" % i)
     cur.pos = pos
     try:
         f_assignment = _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end)
@@ -1735,7 +3224,7 @@ def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -1823,7 +3312,7 @@ def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
             try:
-                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode() if n_subtopology_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
@@ -1910,7 +3399,7 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     if n_active_tasks < 0 or n_active_tasks > (end - pos) // 3:
         raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
     f_active_tasks = []
-    if cython.compiled or n_active_tasks:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1919,6 +3408,55 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("active_tasks[%d]" % i)
         pos = cur.pos
+    elif n_active_tasks:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TaskIds_v0 reads it.
+        try:
+            for i in range(n_active_tasks):
+                if pos < end and buf[pos] < 128:
+                    n_subtopology_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                    n_subtopology_id__1 -= 1
+                if 0 <= n_subtopology_id__1 <= end - pos:
+                    try:
+                        f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                    pos += n_subtopology_id__1
+                else:
+                    raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_TaskIds)
+                obj__1.subtopology_id = f_subtopology_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_active_tasks.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("active_tasks[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_standby_tasks = buf[pos] - 1
         pos += 1
@@ -1937,7 +3475,7 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     if n_standby_tasks < 0 or n_standby_tasks > (end - pos) // 3:
         raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
     f_standby_tasks = []
-    if cython.compiled or n_standby_tasks:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1946,6 +3484,55 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("standby_tasks[%d]" % i)
         pos = cur.pos
+    elif n_standby_tasks:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TaskIds_v0 reads it.
+        try:
+            for i in range(n_standby_tasks):
+                if pos < end and buf[pos] < 128:
+                    n_subtopology_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                    n_subtopology_id__1 -= 1
+                if 0 <= n_subtopology_id__1 <= end - pos:
+                    try:
+                        f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                    pos += n_subtopology_id__1
+                else:
+                    raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_TaskIds)
+                obj__1.subtopology_id = f_subtopology_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_standby_tasks.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("standby_tasks[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_warmup_tasks = buf[pos] - 1
         pos += 1
@@ -1964,7 +3551,7 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     if n_warmup_tasks < 0 or n_warmup_tasks > (end - pos) // 3:
         raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
     f_warmup_tasks = []
-    if cython.compiled or n_warmup_tasks:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1973,6 +3560,55 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("warmup_tasks[%d]" % i)
         pos = cur.pos
+    elif n_warmup_tasks:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupDescribeResponse_TaskIds_v0 reads it.
+        try:
+            for i in range(n_warmup_tasks):
+                if pos < end and buf[pos] < 128:
+                    n_subtopology_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                    n_subtopology_id__1 -= 1
+                if 0 <= n_subtopology_id__1 <= end - pos:
+                    try:
+                        f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                    pos += n_subtopology_id__1
+                else:
+                    raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_TaskIds)
+                obj__1.subtopology_id = f_subtopology_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_warmup_tasks.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("warmup_tasks[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2064,7 +3700,7 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
             try:
-                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode() if n_subtopology_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id

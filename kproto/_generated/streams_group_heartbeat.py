@@ -98,7 +98,7 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -126,7 +126,7 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -162,7 +162,7 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
             try:
-                f_instance_id = buf[pos:pos + n_instance_id].decode()
+                f_instance_id = buf[pos:pos + n_instance_id].decode() if n_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
@@ -192,7 +192,7 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
             try:
-                f_rack_id = buf[pos:pos + n_rack_id].decode()
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
@@ -240,7 +240,7 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
     else:
         f_active_tasks = []
-        if cython.compiled or n_active_tasks:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -249,6 +249,55 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("active_tasks[%d]" % i)
             pos = cur.pos
+        elif n_active_tasks:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_TaskIds_v0 reads it.
+            try:
+                for i in range(n_active_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_active_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("active_tasks[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_standby_tasks = buf[pos] - 1
         pos += 1
@@ -270,7 +319,7 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
     else:
         f_standby_tasks = []
-        if cython.compiled or n_standby_tasks:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -279,6 +328,55 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("standby_tasks[%d]" % i)
             pos = cur.pos
+        elif n_standby_tasks:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_TaskIds_v0 reads it.
+            try:
+                for i in range(n_standby_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_standby_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("standby_tasks[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_warmup_tasks = buf[pos] - 1
         pos += 1
@@ -300,7 +398,7 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
     else:
         f_warmup_tasks = []
-        if cython.compiled or n_warmup_tasks:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -309,6 +407,55 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("warmup_tasks[%d]" % i)
             pos = cur.pos
+        elif n_warmup_tasks:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_TaskIds_v0 reads it.
+            try:
+                for i in range(n_warmup_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_warmup_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("warmup_tasks[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_process_id = buf[pos] - 1
         pos += 1
@@ -331,7 +478,7 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_process_id, 'process_id')
         else:
             try:
-                f_process_id = buf[pos:pos + n_process_id].decode()
+                f_process_id = buf[pos:pos + n_process_id].decode() if n_process_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('process_id', pos, exc) from None
         pos += n_process_id
@@ -378,7 +525,7 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('client_tags', pos - 1, n_client_tags, end, 3, 1)
     else:
         f_client_tags = []
-        if cython.compiled or n_client_tags:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -387,6 +534,56 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("client_tags[%d]" % i)
             pos = cur.pos
+        elif n_client_tags:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_KeyValue_v0 reads it.
+            try:
+                for i in range(n_client_tags):
+                    if pos < end and buf[pos] < 128:
+                        n_key__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_key__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_key__1, pos = _w.read_uvarint(buf, pos, end, 'key')
+                        n_key__1 -= 1
+                    if 0 <= n_key__1 <= end - pos:
+                        try:
+                            f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('key', pos, exc) from None
+                        pos += n_key__1
+                    else:
+                        raise _w.bad_sized('key', pos, n_key__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_value__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                        n_value__1 -= 1
+                    if 0 <= n_value__1 <= end - pos:
+                        try:
+                            f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('value', pos, exc) from None
+                        pos += n_value__1
+                    else:
+                        raise _w.bad_sized('value', pos, n_value__1, end, 1, False)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_KeyValue)
+                    obj__1.key = f_key__1
+                    obj__1.value = f_value__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_client_tags.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("client_tags[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_task_offsets = buf[pos] - 1
         pos += 1
@@ -408,7 +605,7 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('task_offsets', pos - 1, n_task_offsets, end, 14, 1)
     else:
         f_task_offsets = []
-        if cython.compiled or n_task_offsets:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -417,6 +614,44 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("task_offsets[%d]" % i)
             pos = cur.pos
+        elif n_task_offsets:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0 reads it.
+            try:
+                for i in range(n_task_offsets):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if end - pos < 12:
+                        raise _w.short_run(_RUN_partition__offset, pos, end)
+                    f_partition__1, f_offset__1 = _S_iq.unpack_from(buf, pos)
+                    pos += 12
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_TaskOffset)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partition = f_partition__1
+                    obj__1.offset = f_offset__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_task_offsets.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("task_offsets[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_task_end_offsets = buf[pos] - 1
         pos += 1
@@ -438,7 +673,7 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('task_end_offsets', pos - 1, n_task_end_offsets, end, 14, 1)
     else:
         f_task_end_offsets = []
-        if cython.compiled or n_task_end_offsets:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -447,6 +682,44 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("task_end_offsets[%d]" % i)
             pos = cur.pos
+        elif n_task_end_offsets:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0 reads it.
+            try:
+                for i in range(n_task_end_offsets):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if end - pos < 12:
+                        raise _w.short_run(_RUN_partition__offset, pos, end)
+                    f_partition__1, f_offset__1 = _S_iq.unpack_from(buf, pos)
+                    pos += 12
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_TaskOffset)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partition = f_partition__1
+                    obj__1.offset = f_offset__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_task_end_offsets.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("task_end_offsets[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_shutdown_application, pos, end)
     if cython.compiled:
@@ -735,7 +1008,7 @@ def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
     if n_subtopologies < 0 or n_subtopologies > (end - pos) // 8:
         raise _w.bad_count('subtopologies', pos - 1, n_subtopologies, end, 8, 1)
     f_subtopologies = []
-    if cython.compiled or n_subtopologies:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -744,6 +1017,437 @@ def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("subtopologies[%d]" % i)
         pos = cur.pos
+    elif n_subtopologies:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_Subtopology_v0 reads it.
+        try:
+            for i in range(n_subtopologies):
+                if pos < end and buf[pos] < 128:
+                    n_subtopology_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                    n_subtopology_id__1 -= 1
+                if 0 <= n_subtopology_id__1 <= end - pos:
+                    try:
+                        f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                    pos += n_subtopology_id__1
+                else:
+                    raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_source_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_source_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_source_topics__1, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
+                    n_source_topics__1 -= 1
+                if n_source_topics__1 < 0 or n_source_topics__1 > (end - pos) // 1:
+                    raise _w.bad_count('source_topics', pos - 1, n_source_topics__1, end, 1, 1)
+                f_source_topics__1 = []
+                for i__1 in range(n_source_topics__1):
+                    if pos < end and buf[pos] < 128:
+                        m = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        m, pos = _w.read_uvarint(buf, pos, end, "source_topics[%d]" % i__1)
+                        m -= 1
+                    if m < 0 or end - pos < m:
+                        raise _w.bad_sized("source_topics[%d]" % i__1, pos, m, end, 1, False)
+                    try:
+                        s = buf[pos:pos + m].decode() if m else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8("source_topics[%d]" % i__1, pos, exc) from None
+                    f_source_topics__1.append(s)
+                    pos += m
+                if pos < end and buf[pos] < 128:
+                    n_source_topic_regex__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_source_topic_regex__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_source_topic_regex__1, pos = _w.read_uvarint(buf, pos, end, 'source_topic_regex')
+                    n_source_topic_regex__1 -= 1
+                if n_source_topic_regex__1 < 0 or n_source_topic_regex__1 > (end - pos) // 1:
+                    raise _w.bad_count('source_topic_regex', pos - 1, n_source_topic_regex__1, end, 1, 1)
+                f_source_topic_regex__1 = []
+                for i__1 in range(n_source_topic_regex__1):
+                    if pos < end and buf[pos] < 128:
+                        m = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        m, pos = _w.read_uvarint(buf, pos, end, "source_topic_regex[%d]" % i__1)
+                        m -= 1
+                    if m < 0 or end - pos < m:
+                        raise _w.bad_sized("source_topic_regex[%d]" % i__1, pos, m, end, 1, False)
+                    try:
+                        s = buf[pos:pos + m].decode() if m else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8("source_topic_regex[%d]" % i__1, pos, exc) from None
+                    f_source_topic_regex__1.append(s)
+                    pos += m
+                if pos < end and buf[pos] < 128:
+                    n_state_changelog_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_state_changelog_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_state_changelog_topics__1, pos = _w.read_uvarint(buf, pos, end, 'state_changelog_topics')
+                    n_state_changelog_topics__1 -= 1
+                if n_state_changelog_topics__1 < 0 or n_state_changelog_topics__1 > (end - pos) // 9:
+                    raise _w.bad_count('state_changelog_topics', pos - 1, n_state_changelog_topics__1, end, 9, 1)
+                f_state_changelog_topics__1 = []
+                if n_state_changelog_topics__1:
+                    # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0 reads it.
+                    try:
+                        for i__1 in range(n_state_changelog_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                            f_partitions__2, f_replication_factor__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_topic_configs__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_topic_configs__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_topic_configs__2, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                                n_topic_configs__2 -= 1
+                            if n_topic_configs__2 < 0 or n_topic_configs__2 > (end - pos) // 3:
+                                raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__2, end, 3, 1)
+                            f_topic_configs__2 = []
+                            if n_topic_configs__2:
+                                # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_KeyValue_v0 reads it.
+                                try:
+                                    for i__2 in range(n_topic_configs__2):
+                                        if pos < end and buf[pos] < 128:
+                                            n_key__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_key__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_key__3, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                            n_key__3 -= 1
+                                        if 0 <= n_key__3 <= end - pos:
+                                            try:
+                                                f_key__3 = buf[pos:pos + n_key__3].decode() if n_key__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('key', pos, exc) from None
+                                            pos += n_key__3
+                                        else:
+                                            raise _w.bad_sized('key', pos, n_key__3, end, 1, False)
+                                        if pos < end and buf[pos] < 128:
+                                            n_value__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                            n_value__3 -= 1
+                                        if 0 <= n_value__3 <= end - pos:
+                                            try:
+                                                f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('value', pos, exc) from None
+                                            pos += n_value__3
+                                        else:
+                                            raise _w.bad_sized('value', pos, n_value__3, end, 1, False)
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(StreamsGroupHeartbeatRequest_KeyValue)
+                                        obj__3.key = f_key__3
+                                        obj__3.value = f_value__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_topic_configs__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("topic_configs[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupHeartbeatRequest_TopicInfo)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.replication_factor = f_replication_factor__2
+                            obj__2.topic_configs = f_topic_configs__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_state_changelog_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("state_changelog_topics[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_repartition_sink_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_repartition_sink_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_repartition_sink_topics__1, pos = _w.read_uvarint(buf, pos, end, 'repartition_sink_topics')
+                    n_repartition_sink_topics__1 -= 1
+                if n_repartition_sink_topics__1 < 0 or n_repartition_sink_topics__1 > (end - pos) // 1:
+                    raise _w.bad_count('repartition_sink_topics', pos - 1, n_repartition_sink_topics__1, end, 1, 1)
+                f_repartition_sink_topics__1 = []
+                for i__1 in range(n_repartition_sink_topics__1):
+                    if pos < end and buf[pos] < 128:
+                        m = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        m, pos = _w.read_uvarint(buf, pos, end, "repartition_sink_topics[%d]" % i__1)
+                        m -= 1
+                    if m < 0 or end - pos < m:
+                        raise _w.bad_sized("repartition_sink_topics[%d]" % i__1, pos, m, end, 1, False)
+                    try:
+                        s = buf[pos:pos + m].decode() if m else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8("repartition_sink_topics[%d]" % i__1, pos, exc) from None
+                    f_repartition_sink_topics__1.append(s)
+                    pos += m
+                if pos < end and buf[pos] < 128:
+                    n_repartition_source_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_repartition_source_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_repartition_source_topics__1, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
+                    n_repartition_source_topics__1 -= 1
+                if n_repartition_source_topics__1 < 0 or n_repartition_source_topics__1 > (end - pos) // 9:
+                    raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics__1, end, 9, 1)
+                f_repartition_source_topics__1 = []
+                if n_repartition_source_topics__1:
+                    # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0 reads it.
+                    try:
+                        for i__1 in range(n_repartition_source_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                            f_partitions__2, f_replication_factor__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_topic_configs__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_topic_configs__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_topic_configs__2, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                                n_topic_configs__2 -= 1
+                            if n_topic_configs__2 < 0 or n_topic_configs__2 > (end - pos) // 3:
+                                raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__2, end, 3, 1)
+                            f_topic_configs__2 = []
+                            if n_topic_configs__2:
+                                # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_KeyValue_v0 reads it.
+                                try:
+                                    for i__2 in range(n_topic_configs__2):
+                                        if pos < end and buf[pos] < 128:
+                                            n_key__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_key__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_key__3, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                            n_key__3 -= 1
+                                        if 0 <= n_key__3 <= end - pos:
+                                            try:
+                                                f_key__3 = buf[pos:pos + n_key__3].decode() if n_key__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('key', pos, exc) from None
+                                            pos += n_key__3
+                                        else:
+                                            raise _w.bad_sized('key', pos, n_key__3, end, 1, False)
+                                        if pos < end and buf[pos] < 128:
+                                            n_value__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                            n_value__3 -= 1
+                                        if 0 <= n_value__3 <= end - pos:
+                                            try:
+                                                f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('value', pos, exc) from None
+                                            pos += n_value__3
+                                        else:
+                                            raise _w.bad_sized('value', pos, n_value__3, end, 1, False)
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(StreamsGroupHeartbeatRequest_KeyValue)
+                                        obj__3.key = f_key__3
+                                        obj__3.value = f_value__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_topic_configs__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("topic_configs[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupHeartbeatRequest_TopicInfo)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.replication_factor = f_replication_factor__2
+                            obj__2.topic_configs = f_topic_configs__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_repartition_source_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("repartition_source_topics[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_copartition_groups__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_copartition_groups__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_copartition_groups__1, pos = _w.read_uvarint(buf, pos, end, 'copartition_groups')
+                    n_copartition_groups__1 -= 1
+                if n_copartition_groups__1 < 0 or n_copartition_groups__1 > (end - pos) // 4:
+                    raise _w.bad_count('copartition_groups', pos - 1, n_copartition_groups__1, end, 4, 1)
+                f_copartition_groups__1 = []
+                if n_copartition_groups__1:
+                    # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0 reads it.
+                    try:
+                        for i__1 in range(n_copartition_groups__1):
+                            if pos < end and buf[pos] < 128:
+                                n_source_topics__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_source_topics__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_source_topics__2, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
+                                n_source_topics__2 -= 1
+                            if n_source_topics__2 < 0 or n_source_topics__2 > (end - pos) // 2:
+                                raise _w.bad_count('source_topics', pos - 1, n_source_topics__2, end, 2, 1)
+                            if n_source_topics__2 < _w.SMALL_ARRAY_MAX:
+                                f_source_topics__2 = list(_A_h[n_source_topics__2].unpack_from(buf, pos))
+                            else:
+                                f_source_topics__2 = list(_unpack_from(">%dh" % n_source_topics__2, buf, pos))
+                            pos += n_source_topics__2 * 2
+                            if pos < end and buf[pos] < 128:
+                                n_source_topic_regex__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_source_topic_regex__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_source_topic_regex__2, pos = _w.read_uvarint(buf, pos, end, 'source_topic_regex')
+                                n_source_topic_regex__2 -= 1
+                            if n_source_topic_regex__2 < 0 or n_source_topic_regex__2 > (end - pos) // 2:
+                                raise _w.bad_count('source_topic_regex', pos - 1, n_source_topic_regex__2, end, 2, 1)
+                            if n_source_topic_regex__2 < _w.SMALL_ARRAY_MAX:
+                                f_source_topic_regex__2 = list(_A_h[n_source_topic_regex__2].unpack_from(buf, pos))
+                            else:
+                                f_source_topic_regex__2 = list(_unpack_from(">%dh" % n_source_topic_regex__2, buf, pos))
+                            pos += n_source_topic_regex__2 * 2
+                            if pos < end and buf[pos] < 128:
+                                n_repartition_source_topics__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_repartition_source_topics__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_repartition_source_topics__2, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
+                                n_repartition_source_topics__2 -= 1
+                            if n_repartition_source_topics__2 < 0 or n_repartition_source_topics__2 > (end - pos) // 2:
+                                raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics__2, end, 2, 1)
+                            if n_repartition_source_topics__2 < _w.SMALL_ARRAY_MAX:
+                                f_repartition_source_topics__2 = list(_A_h[n_repartition_source_topics__2].unpack_from(buf, pos))
+                            else:
+                                f_repartition_source_topics__2 = list(_unpack_from(">%dh" % n_repartition_source_topics__2, buf, pos))
+                            pos += n_repartition_source_topics__2 * 2
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupHeartbeatRequest_CopartitionGroup)
+                            obj__2.source_topics = f_source_topics__2
+                            obj__2.source_topic_regex = f_source_topic_regex__2
+                            obj__2.repartition_source_topics = f_repartition_source_topics__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_copartition_groups__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("copartition_groups[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupHeartbeatRequest_Subtopology)
+                obj__1.subtopology_id = f_subtopology_id__1
+                obj__1.source_topics = f_source_topics__1
+                obj__1.source_topic_regex = f_source_topic_regex__1
+                obj__1.state_changelog_topics = f_state_changelog_topics__1
+                obj__1.repartition_sink_topics = f_repartition_sink_topics__1
+                obj__1.repartition_source_topics = f_repartition_source_topics__1
+                obj__1.copartition_groups = f_copartition_groups__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_subtopologies.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("subtopologies[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -813,7 +1517,7 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
             try:
-                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode() if n_subtopology_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
@@ -861,7 +1565,7 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "source_topics[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("source_topics[%d]" % i, pos, exc) from None
         f_source_topics.append(s)
@@ -908,7 +1612,7 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "source_topic_regex[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("source_topic_regex[%d]" % i, pos, exc) from None
         f_source_topic_regex.append(s)
@@ -931,7 +1635,7 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     if n_state_changelog_topics < 0 or n_state_changelog_topics > (end - pos) // 9:
         raise _w.bad_count('state_changelog_topics', pos - 1, n_state_changelog_topics, end, 9, 1)
     f_state_changelog_topics = []
-    if cython.compiled or n_state_changelog_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -940,6 +1644,107 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("state_changelog_topics[%d]" % i)
         pos = cur.pos
+    elif n_state_changelog_topics:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0 reads it.
+        try:
+            for i in range(n_state_changelog_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                f_partitions__1, f_replication_factor__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_topic_configs__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_configs__1, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                    n_topic_configs__1 -= 1
+                if n_topic_configs__1 < 0 or n_topic_configs__1 > (end - pos) // 3:
+                    raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__1, end, 3, 1)
+                f_topic_configs__1 = []
+                if n_topic_configs__1:
+                    # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_KeyValue_v0 reads it.
+                    try:
+                        for i__1 in range(n_topic_configs__1):
+                            if pos < end and buf[pos] < 128:
+                                n_key__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_key__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_key__2, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                n_key__2 -= 1
+                            if 0 <= n_key__2 <= end - pos:
+                                try:
+                                    f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('key', pos, exc) from None
+                                pos += n_key__2
+                            else:
+                                raise _w.bad_sized('key', pos, n_key__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_value__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 1, False)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupHeartbeatRequest_KeyValue)
+                            obj__2.key = f_key__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topic_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topic_configs[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupHeartbeatRequest_TopicInfo)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.replication_factor = f_replication_factor__1
+                obj__1.topic_configs = f_topic_configs__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_state_changelog_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("state_changelog_topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_repartition_sink_topics = buf[pos] - 1
         pos += 1
@@ -982,7 +1787,7 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, m, "repartition_sink_topics[%d]" % i)
         else:
             try:
-                s = buf[pos:pos + m].decode()
+                s = buf[pos:pos + m].decode() if m else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8("repartition_sink_topics[%d]" % i, pos, exc) from None
         f_repartition_sink_topics.append(s)
@@ -1005,7 +1810,7 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     if n_repartition_source_topics < 0 or n_repartition_source_topics > (end - pos) // 9:
         raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics, end, 9, 1)
     f_repartition_source_topics = []
-    if cython.compiled or n_repartition_source_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1014,6 +1819,107 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("repartition_source_topics[%d]" % i)
         pos = cur.pos
+    elif n_repartition_source_topics:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0 reads it.
+        try:
+            for i in range(n_repartition_source_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                f_partitions__1, f_replication_factor__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_topic_configs__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_configs__1, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                    n_topic_configs__1 -= 1
+                if n_topic_configs__1 < 0 or n_topic_configs__1 > (end - pos) // 3:
+                    raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__1, end, 3, 1)
+                f_topic_configs__1 = []
+                if n_topic_configs__1:
+                    # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_KeyValue_v0 reads it.
+                    try:
+                        for i__1 in range(n_topic_configs__1):
+                            if pos < end and buf[pos] < 128:
+                                n_key__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_key__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_key__2, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                n_key__2 -= 1
+                            if 0 <= n_key__2 <= end - pos:
+                                try:
+                                    f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('key', pos, exc) from None
+                                pos += n_key__2
+                            else:
+                                raise _w.bad_sized('key', pos, n_key__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_value__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            else:
+                                raise _w.bad_sized('value', pos, n_value__2, end, 1, False)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupHeartbeatRequest_KeyValue)
+                            obj__2.key = f_key__2
+                            obj__2.value = f_value__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topic_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topic_configs[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupHeartbeatRequest_TopicInfo)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.replication_factor = f_replication_factor__1
+                obj__1.topic_configs = f_topic_configs__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_repartition_source_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("repartition_source_topics[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_copartition_groups = buf[pos] - 1
         pos += 1
@@ -1032,7 +1938,7 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     if n_copartition_groups < 0 or n_copartition_groups > (end - pos) // 4:
         raise _w.bad_count('copartition_groups', pos - 1, n_copartition_groups, end, 4, 1)
     f_copartition_groups = []
-    if cython.compiled or n_copartition_groups:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1041,6 +1947,71 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("copartition_groups[%d]" % i)
         pos = cur.pos
+    elif n_copartition_groups:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0 reads it.
+        try:
+            for i in range(n_copartition_groups):
+                if pos < end and buf[pos] < 128:
+                    n_source_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_source_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_source_topics__1, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
+                    n_source_topics__1 -= 1
+                if n_source_topics__1 < 0 or n_source_topics__1 > (end - pos) // 2:
+                    raise _w.bad_count('source_topics', pos - 1, n_source_topics__1, end, 2, 1)
+                if n_source_topics__1 < _w.SMALL_ARRAY_MAX:
+                    f_source_topics__1 = list(_A_h[n_source_topics__1].unpack_from(buf, pos))
+                else:
+                    f_source_topics__1 = list(_unpack_from(">%dh" % n_source_topics__1, buf, pos))
+                pos += n_source_topics__1 * 2
+                if pos < end and buf[pos] < 128:
+                    n_source_topic_regex__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_source_topic_regex__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_source_topic_regex__1, pos = _w.read_uvarint(buf, pos, end, 'source_topic_regex')
+                    n_source_topic_regex__1 -= 1
+                if n_source_topic_regex__1 < 0 or n_source_topic_regex__1 > (end - pos) // 2:
+                    raise _w.bad_count('source_topic_regex', pos - 1, n_source_topic_regex__1, end, 2, 1)
+                if n_source_topic_regex__1 < _w.SMALL_ARRAY_MAX:
+                    f_source_topic_regex__1 = list(_A_h[n_source_topic_regex__1].unpack_from(buf, pos))
+                else:
+                    f_source_topic_regex__1 = list(_unpack_from(">%dh" % n_source_topic_regex__1, buf, pos))
+                pos += n_source_topic_regex__1 * 2
+                if pos < end and buf[pos] < 128:
+                    n_repartition_source_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_repartition_source_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_repartition_source_topics__1, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
+                    n_repartition_source_topics__1 -= 1
+                if n_repartition_source_topics__1 < 0 or n_repartition_source_topics__1 > (end - pos) // 2:
+                    raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics__1, end, 2, 1)
+                if n_repartition_source_topics__1 < _w.SMALL_ARRAY_MAX:
+                    f_repartition_source_topics__1 = list(_A_h[n_repartition_source_topics__1].unpack_from(buf, pos))
+                else:
+                    f_repartition_source_topics__1 = list(_unpack_from(">%dh" % n_repartition_source_topics__1, buf, pos))
+                pos += n_repartition_source_topics__1 * 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupHeartbeatRequest_CopartitionGroup)
+                obj__1.source_topics = f_source_topics__1
+                obj__1.source_topic_regex = f_source_topic_regex__1
+                obj__1.repartition_source_topics = f_repartition_source_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_copartition_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("copartition_groups[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1224,7 +2195,7 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1256,7 +2227,7 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
     if n_topic_configs < 0 or n_topic_configs > (end - pos) // 3:
         raise _w.bad_count('topic_configs', pos - 1, n_topic_configs, end, 3, 1)
     f_topic_configs = []
-    if cython.compiled or n_topic_configs:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1265,6 +2236,56 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_configs[%d]" % i)
         pos = cur.pos
+    elif n_topic_configs:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatRequest_KeyValue_v0 reads it.
+        try:
+            for i in range(n_topic_configs):
+                if pos < end and buf[pos] < 128:
+                    n_key__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_key__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_key__1, pos = _w.read_uvarint(buf, pos, end, 'key')
+                    n_key__1 -= 1
+                if 0 <= n_key__1 <= end - pos:
+                    try:
+                        f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('key', pos, exc) from None
+                    pos += n_key__1
+                else:
+                    raise _w.bad_sized('key', pos, n_key__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_value__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                    n_value__1 -= 1
+                if 0 <= n_value__1 <= end - pos:
+                    try:
+                        f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('value', pos, exc) from None
+                    pos += n_value__1
+                else:
+                    raise _w.bad_sized('value', pos, n_value__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupHeartbeatRequest_KeyValue)
+                obj__1.key = f_key__1
+                obj__1.value = f_value__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_configs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_configs[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1356,7 +2377,7 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
             try:
-                f_key = buf[pos:pos + n_key].decode()
+                f_key = buf[pos:pos + n_key].decode() if n_key else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
@@ -1384,7 +2405,7 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
             try:
-                f_value = buf[pos:pos + n_value].decode()
+                f_value = buf[pos:pos + n_value].decode() if n_value else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
@@ -1632,7 +2653,7 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
             try:
-                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode() if n_subtopology_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
@@ -1749,7 +2770,7 @@ def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -1837,7 +2858,7 @@ def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
             try:
-                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode() if n_subtopology_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
@@ -1936,7 +2957,7 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -1966,7 +2987,7 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -2003,7 +3024,7 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('status', pos - 1, n_status, end, 3, 1)
     else:
         f_status = []
-        if cython.compiled or n_status:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -2012,6 +3033,43 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("status[%d]" % i)
             pos = cur.pos
+        elif n_status:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatResponse_Status_v0 reads it.
+            try:
+                for i in range(n_status):
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_status_code, pos, end)
+                    f_status_code__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_status_detail__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_status_detail__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_status_detail__1, pos = _w.read_uvarint(buf, pos, end, 'status_detail')
+                        n_status_detail__1 -= 1
+                    if 0 <= n_status_detail__1 <= end - pos:
+                        try:
+                            f_status_detail__1 = buf[pos:pos + n_status_detail__1].decode() if n_status_detail__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('status_detail', pos, exc) from None
+                        pos += n_status_detail__1
+                    else:
+                        raise _w.bad_sized('status_detail', pos, n_status_detail__1, end, 1, False)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatResponse_Status)
+                    obj__1.status_code = f_status_code__1
+                    obj__1.status_detail = f_status_detail__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_status.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("status[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_active_tasks = buf[pos] - 1
         pos += 1
@@ -2033,7 +3091,7 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
     else:
         f_active_tasks = []
-        if cython.compiled or n_active_tasks:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -2042,6 +3100,55 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("active_tasks[%d]" % i)
             pos = cur.pos
+        elif n_active_tasks:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatResponse_TaskIds_v0 reads it.
+            try:
+                for i in range(n_active_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatResponse_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_active_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("active_tasks[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_standby_tasks = buf[pos] - 1
         pos += 1
@@ -2063,7 +3170,7 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
     else:
         f_standby_tasks = []
-        if cython.compiled or n_standby_tasks:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -2072,6 +3179,55 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("standby_tasks[%d]" % i)
             pos = cur.pos
+        elif n_standby_tasks:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatResponse_TaskIds_v0 reads it.
+            try:
+                for i in range(n_standby_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatResponse_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_standby_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("standby_tasks[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_warmup_tasks = buf[pos] - 1
         pos += 1
@@ -2093,7 +3249,7 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
     else:
         f_warmup_tasks = []
-        if cython.compiled or n_warmup_tasks:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -2102,6 +3258,55 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("warmup_tasks[%d]" % i)
             pos = cur.pos
+        elif n_warmup_tasks:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatResponse_TaskIds_v0 reads it.
+            try:
+                for i in range(n_warmup_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatResponse_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_warmup_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("warmup_tasks[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_endpoint_information_epoch, pos, end)
     if cython.compiled:
@@ -2130,7 +3335,7 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('partitions_by_user_endpoint', pos - 1, n_partitions_by_user_endpoint, end, 7, 1)
     else:
         f_partitions_by_user_endpoint = []
-        if cython.compiled or n_partitions_by_user_endpoint:
+        if cython.compiled:
             i = 0
             cur.pos = pos
             try:
@@ -2139,6 +3344,151 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             except DecodeError as exc:
                 raise exc.within("partitions_by_user_endpoint[%d]" % i)
             pos = cur.pos
+        elif n_partitions_by_user_endpoint:
+            # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0 reads it.
+            try:
+                for i in range(n_partitions_by_user_endpoint):
+                    cur.pos = pos
+                    try:
+                        f_user_endpoint__1 = _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end)
+                    except DecodeError as exc:
+                        raise exc.within('user_endpoint')
+                    pos = cur.pos
+                    if pos < end and buf[pos] < 128:
+                        n_active_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_active_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_active_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'active_partitions')
+                        n_active_partitions__1 -= 1
+                    if n_active_partitions__1 < 0 or n_active_partitions__1 > (end - pos) // 3:
+                        raise _w.bad_count('active_partitions', pos - 1, n_active_partitions__1, end, 3, 1)
+                    f_active_partitions__1 = []
+                    if n_active_partitions__1:
+                        # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0 reads it.
+                        try:
+                            for i__1 in range(n_active_partitions__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_topic__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_topic__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_topic__2, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                                    n_topic__2 -= 1
+                                if 0 <= n_topic__2 <= end - pos:
+                                    try:
+                                        f_topic__2 = buf[pos:pos + n_topic__2].decode() if n_topic__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('topic', pos, exc) from None
+                                    pos += n_topic__2
+                                else:
+                                    raise _w.bad_sized('topic', pos, n_topic__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_partitions__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                    n_partitions__2 -= 1
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 4, 1)
+                                if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                    f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                                else:
+                                    f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                                pos += n_partitions__2 * 4
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(StreamsGroupHeartbeatResponse_TopicPartition)
+                                obj__2.topic = f_topic__2
+                                obj__2.partitions = f_partitions__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_active_partitions__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("active_partitions[%d]" % i__1)
+                    if pos < end and buf[pos] < 128:
+                        n_standby_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_standby_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_standby_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'standby_partitions')
+                        n_standby_partitions__1 -= 1
+                    if n_standby_partitions__1 < 0 or n_standby_partitions__1 > (end - pos) // 3:
+                        raise _w.bad_count('standby_partitions', pos - 1, n_standby_partitions__1, end, 3, 1)
+                    f_standby_partitions__1 = []
+                    if n_standby_partitions__1:
+                        # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0 reads it.
+                        try:
+                            for i__1 in range(n_standby_partitions__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_topic__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_topic__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_topic__2, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                                    n_topic__2 -= 1
+                                if 0 <= n_topic__2 <= end - pos:
+                                    try:
+                                        f_topic__2 = buf[pos:pos + n_topic__2].decode() if n_topic__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('topic', pos, exc) from None
+                                    pos += n_topic__2
+                                else:
+                                    raise _w.bad_sized('topic', pos, n_topic__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_partitions__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                    n_partitions__2 -= 1
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 4, 1)
+                                if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                    f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                                else:
+                                    f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                                pos += n_partitions__2 * 4
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(StreamsGroupHeartbeatResponse_TopicPartition)
+                                obj__2.topic = f_topic__2
+                                obj__2.partitions = f_partitions__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_standby_partitions__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("standby_partitions[%d]" % i__1)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatResponse_EndpointToPartitions)
+                    obj__1.user_endpoint = f_user_endpoint__1
+                    obj__1.active_partitions = f_active_partitions__1
+                    obj__1.standby_partitions = f_standby_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_partitions_by_user_endpoint.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("partitions_by_user_endpoint[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2336,7 +3686,7 @@ def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_status_detail, 'status_detail')
         else:
             try:
-                f_status_detail = buf[pos:pos + n_status_detail].decode()
+                f_status_detail = buf[pos:pos + n_status_detail].decode() if n_status_detail else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('status_detail', pos, exc) from None
         pos += n_status_detail
@@ -2417,7 +3767,7 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
             try:
-                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode() if n_subtopology_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
@@ -2536,7 +3886,7 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
     if n_active_partitions < 0 or n_active_partitions > (end - pos) // 3:
         raise _w.bad_count('active_partitions', pos - 1, n_active_partitions, end, 3, 1)
     f_active_partitions = []
-    if cython.compiled or n_active_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2545,6 +3895,55 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("active_partitions[%d]" % i)
         pos = cur.pos
+    elif n_active_partitions:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0 reads it.
+        try:
+            for i in range(n_active_partitions):
+                if pos < end and buf[pos] < 128:
+                    n_topic__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                    n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupHeartbeatResponse_TopicPartition)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_active_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("active_partitions[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_standby_partitions = buf[pos] - 1
         pos += 1
@@ -2563,7 +3962,7 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
     if n_standby_partitions < 0 or n_standby_partitions > (end - pos) // 3:
         raise _w.bad_count('standby_partitions', pos - 1, n_standby_partitions, end, 3, 1)
     f_standby_partitions = []
-    if cython.compiled or n_standby_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2572,6 +3971,55 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("standby_partitions[%d]" % i)
         pos = cur.pos
+    elif n_standby_partitions:
+        # Each element read inline (pure Python only), as _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0 reads it.
+        try:
+            for i in range(n_standby_partitions):
+                if pos < end and buf[pos] < 128:
+                    n_topic__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                    n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupHeartbeatResponse_TopicPartition)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_standby_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("standby_partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2652,7 +4100,7 @@ def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -2740,7 +4188,7 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
             try:
-                f_topic = buf[pos:pos + n_topic].decode()
+                f_topic = buf[pos:pos + n_topic].decode() if n_topic else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic

@@ -82,7 +82,7 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -103,7 +103,7 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -119,7 +119,7 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 6:
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6, 4)
     f_assignments = []
-    if cython.compiled or n_assignments:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -128,6 +128,38 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("assignments[%d]" % i)
         pos = cur.pos
+    elif n_assignments:
+        # Each element read inline (pure Python only), as _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0 reads it.
+        try:
+            for i in range(n_assignments):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_member_id, pos, end)
+                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_assignment, pos, end)
+                n_assignment__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_assignment__1 <= end - pos:
+                    f_assignment__1 = buf[pos:pos + n_assignment__1]
+                    pos += n_assignment__1
+                else:
+                    raise _w.bad_sized('assignment', pos, n_assignment__1, end, 4, False)
+                obj__1 = _new(SyncGroupRequest_SyncGroupRequestAssignment)
+                obj__1.member_id = f_member_id__1
+                obj__1.assignment = f_assignment__1
+                obj__1.unknown_tagged_fields = []
+                f_assignments.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
     if cython.compiled:
         obj = SyncGroupRequest.__new__(SyncGroupRequest)
     else:
@@ -218,7 +250,7 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -239,7 +271,7 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -259,7 +291,7 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -277,7 +309,7 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 6:
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6, 4)
     f_assignments = []
-    if cython.compiled or n_assignments:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -286,6 +318,38 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("assignments[%d]" % i)
         pos = cur.pos
+    elif n_assignments:
+        # Each element read inline (pure Python only), as _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0 reads it.
+        try:
+            for i in range(n_assignments):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_member_id, pos, end)
+                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_assignment, pos, end)
+                n_assignment__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if 0 <= n_assignment__1 <= end - pos:
+                    f_assignment__1 = buf[pos:pos + n_assignment__1]
+                    pos += n_assignment__1
+                else:
+                    raise _w.bad_sized('assignment', pos, n_assignment__1, end, 4, False)
+                obj__1 = _new(SyncGroupRequest_SyncGroupRequestAssignment)
+                obj__1.member_id = f_member_id__1
+                obj__1.assignment = f_assignment__1
+                obj__1.unknown_tagged_fields = []
+                f_assignments.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
     if cython.compiled:
         obj = SyncGroupRequest.__new__(SyncGroupRequest)
     else:
@@ -400,7 +464,7 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -435,7 +499,7 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -463,7 +527,7 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -489,7 +553,7 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 3:
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 3, 1)
     f_assignments = []
-    if cython.compiled or n_assignments:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -498,6 +562,53 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("assignments[%d]" % i)
         pos = cur.pos
+    elif n_assignments:
+        # Each element read inline (pure Python only), as _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4 reads it.
+        try:
+            for i in range(n_assignments):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_assignment__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_assignment__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_assignment__1, pos = _w.read_uvarint(buf, pos, end, 'assignment')
+                    n_assignment__1 -= 1
+                if 0 <= n_assignment__1 <= end - pos:
+                    f_assignment__1 = buf[pos:pos + n_assignment__1]
+                    pos += n_assignment__1
+                else:
+                    raise _w.bad_sized('assignment', pos, n_assignment__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(SyncGroupRequest_SyncGroupRequestAssignment)
+                obj__1.member_id = f_member_id__1
+                obj__1.assignment = f_assignment__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_assignments.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -629,7 +740,7 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -664,7 +775,7 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -692,7 +803,7 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -722,7 +833,7 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -752,7 +863,7 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
             try:
-                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
@@ -778,7 +889,7 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 3:
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 3, 1)
     f_assignments = []
-    if cython.compiled or n_assignments:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -787,6 +898,53 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("assignments[%d]" % i)
         pos = cur.pos
+    elif n_assignments:
+        # Each element read inline (pure Python only), as _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4 reads it.
+        try:
+            for i in range(n_assignments):
+                if pos < end and buf[pos] < 128:
+                    n_member_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                    n_member_id__1 -= 1
+                if 0 <= n_member_id__1 <= end - pos:
+                    try:
+                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('member_id', pos, exc) from None
+                    pos += n_member_id__1
+                else:
+                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_assignment__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_assignment__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_assignment__1, pos = _w.read_uvarint(buf, pos, end, 'assignment')
+                    n_assignment__1 -= 1
+                if 0 <= n_assignment__1 <= end - pos:
+                    f_assignment__1 = buf[pos:pos + n_assignment__1]
+                    pos += n_assignment__1
+                else:
+                    raise _w.bad_sized('assignment', pos, n_assignment__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(SyncGroupRequest_SyncGroupRequestAssignment)
+                obj__1.member_id = f_member_id__1
+                obj__1.assignment = f_assignment__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_assignments.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -948,7 +1106,7 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1041,7 +1199,7 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -1349,7 +1507,7 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
             try:
-                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
@@ -1379,7 +1537,7 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
             try:
-                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name

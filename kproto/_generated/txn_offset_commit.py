@@ -87,7 +87,7 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -107,7 +107,7 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -125,7 +125,7 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -134,6 +134,63 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
+                            f_partition_index__2, f_committed_offset__2, n_committed_metadata__2 = _S_iqh.unpack_from(buf, pos)
+                            pos += 14
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
+                            obj__2 = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = -1
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
     else:
@@ -230,7 +287,7 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -250,7 +307,7 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -268,7 +325,7 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -277,6 +334,63 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
+                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2, n_committed_metadata__2 = _S_iqih.unpack_from(buf, pos)
+                            pos += 18
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
+                            obj__2 = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
     else:
@@ -381,7 +495,7 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
             try:
-                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
@@ -409,7 +523,7 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
             try:
-                f_group_id = buf[pos:pos + n_group_id].decode()
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
@@ -446,7 +560,7 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
             try:
-                f_member_id = buf[pos:pos + n_member_id].decode()
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
@@ -474,7 +588,7 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
             try:
-                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
@@ -500,7 +614,7 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -509,6 +623,92 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_committed_metadata__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_committed_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_committed_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
+                                n_committed_metadata__2 -= 1
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -654,7 +854,7 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -670,7 +870,7 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -679,6 +879,33 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 14:
+                    raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
+                f_partition_index__1, f_committed_offset__1, n_committed_metadata__1 = _S_iqh.unpack_from(buf, pos)
+                pos += 14
+                if 0 <= n_committed_metadata__1 <= end - pos:
+                    try:
+                        f_committed_metadata__1 = buf[pos:pos + n_committed_metadata__1].decode() if n_committed_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                    pos += n_committed_metadata__1
+                elif n_committed_metadata__1 == -1:
+                    f_committed_metadata__1 = None
+                else:
+                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__1, end, 2, True)
+                obj__1 = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = -1
+                obj__1.committed_metadata = f_committed_metadata__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     else:
@@ -743,7 +970,7 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -759,7 +986,7 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -768,6 +995,33 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 18:
+                    raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
+                f_partition_index__1, f_committed_offset__1, f_committed_leader_epoch__1, n_committed_metadata__1 = _S_iqih.unpack_from(buf, pos)
+                pos += 18
+                if 0 <= n_committed_metadata__1 <= end - pos:
+                    try:
+                        f_committed_metadata__1 = buf[pos:pos + n_committed_metadata__1].decode() if n_committed_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                    pos += n_committed_metadata__1
+                elif n_committed_metadata__1 == -1:
+                    f_committed_metadata__1 = None
+                else:
+                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__1, end, 2, True)
+                obj__1 = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = f_committed_leader_epoch__1
+                obj__1.committed_metadata = f_committed_metadata__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     else:
@@ -840,7 +1094,7 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -864,7 +1118,7 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -873,6 +1127,47 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                f_partition_index__1, f_committed_offset__1, f_committed_leader_epoch__1 = _S_iqi.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_committed_metadata__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_committed_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_committed_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
+                    n_committed_metadata__1 -= 1
+                if 0 <= n_committed_metadata__1 <= end - pos:
+                    try:
+                        f_committed_metadata__1 = buf[pos:pos + n_committed_metadata__1].decode() if n_committed_metadata__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                    pos += n_committed_metadata__1
+                elif n_committed_metadata__1 == -1:
+                    f_committed_metadata__1 = None
+                else:
+                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.committed_offset = f_committed_offset__1
+                obj__1.committed_leader_epoch = f_committed_leader_epoch__1
+                obj__1.committed_metadata = f_committed_metadata__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -950,7 +1245,7 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
             try:
-                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode() if n_committed_metadata else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
@@ -1017,7 +1312,7 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
             try:
-                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode() if n_committed_metadata else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
@@ -1099,7 +1394,7 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
             try:
-                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode() if n_committed_metadata else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
@@ -1175,7 +1470,7 @@ def _dec_TxnOffsetCommitResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1184,6 +1479,51 @@ def _dec_TxnOffsetCommitResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 6, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            obj__2 = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = TxnOffsetCommitResponse.__new__(TxnOffsetCommitResponse)
     else:
@@ -1242,7 +1582,7 @@ def _dec_TxnOffsetCommitResponse_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1251,6 +1591,71 @@ def _dec_TxnOffsetCommitResponse_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 7:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 7, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1312,7 +1717,7 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1328,7 +1733,7 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1337,6 +1742,21 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                obj__1 = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     else:
@@ -1409,7 +1829,7 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1433,7 +1853,7 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1442,6 +1862,26 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

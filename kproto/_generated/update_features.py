@@ -91,7 +91,7 @@ def _dec_UpdateFeaturesRequest_v0(buf, cur, end):
     if n_feature_updates < 0 or n_feature_updates > (end - pos) // 5:
         raise _w.bad_count('feature_updates', pos - 1, n_feature_updates, end, 5, 1)
     f_feature_updates = []
-    if cython.compiled or n_feature_updates:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -100,6 +100,48 @@ def _dec_UpdateFeaturesRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("feature_updates[%d]" % i)
         pos = cur.pos
+    elif n_feature_updates:
+        # Each element read inline (pure Python only), as _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0 reads it.
+        try:
+            for i in range(n_feature_updates):
+                if pos < end and buf[pos] < 128:
+                    n_feature__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_feature__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_feature__1, pos = _w.read_uvarint(buf, pos, end, 'feature')
+                    n_feature__1 -= 1
+                if 0 <= n_feature__1 <= end - pos:
+                    try:
+                        f_feature__1 = buf[pos:pos + n_feature__1].decode() if n_feature__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('feature', pos, exc) from None
+                    pos += n_feature__1
+                else:
+                    raise _w.bad_sized('feature', pos, n_feature__1, end, 1, False)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_max_version_level__allow_downgrade, pos, end)
+                f_max_version_level__1, f_allow_downgrade__1 = _S_hb.unpack_from(buf, pos)
+                pos += 3
+                if f_allow_downgrade__1 != 0 and f_allow_downgrade__1 != 1:
+                    raise _w.bad_bool('allow_downgrade', pos - 1, f_allow_downgrade__1)
+                b_allow_downgrade__1 = f_allow_downgrade__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateFeaturesRequest_FeatureUpdateKey)
+                obj__1.feature = f_feature__1
+                obj__1.max_version_level = f_max_version_level__1
+                obj__1.allow_downgrade = b_allow_downgrade__1
+                obj__1.upgrade_type = 1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_feature_updates.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("feature_updates[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -175,7 +217,7 @@ def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
     if n_feature_updates < 0 or n_feature_updates > (end - pos) // 5:
         raise _w.bad_count('feature_updates', pos - 1, n_feature_updates, end, 5, 1)
     f_feature_updates = []
-    if cython.compiled or n_feature_updates:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -184,6 +226,45 @@ def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("feature_updates[%d]" % i)
         pos = cur.pos
+    elif n_feature_updates:
+        # Each element read inline (pure Python only), as _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1 reads it.
+        try:
+            for i in range(n_feature_updates):
+                if pos < end and buf[pos] < 128:
+                    n_feature__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_feature__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_feature__1, pos = _w.read_uvarint(buf, pos, end, 'feature')
+                    n_feature__1 -= 1
+                if 0 <= n_feature__1 <= end - pos:
+                    try:
+                        f_feature__1 = buf[pos:pos + n_feature__1].decode() if n_feature__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('feature', pos, exc) from None
+                    pos += n_feature__1
+                else:
+                    raise _w.bad_sized('feature', pos, n_feature__1, end, 1, False)
+                if end - pos < 3:
+                    raise _w.short_run(_RUN_max_version_level__upgrade_type, pos, end)
+                f_max_version_level__1, f_upgrade_type__1 = _S_hb.unpack_from(buf, pos)
+                pos += 3
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateFeaturesRequest_FeatureUpdateKey)
+                obj__1.feature = f_feature__1
+                obj__1.max_version_level = f_max_version_level__1
+                obj__1.allow_downgrade = False
+                obj__1.upgrade_type = f_upgrade_type__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_feature_updates.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("feature_updates[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -269,7 +350,7 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
         else:
             try:
-                f_feature = buf[pos:pos + n_feature].decode()
+                f_feature = buf[pos:pos + n_feature].decode() if n_feature else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('feature', pos, exc) from None
         pos += n_feature
@@ -366,7 +447,7 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
         else:
             try:
-                f_feature = buf[pos:pos + n_feature].decode()
+                f_feature = buf[pos:pos + n_feature].decode() if n_feature else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('feature', pos, exc) from None
         pos += n_feature
@@ -468,7 +549,7 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -494,7 +575,7 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    if cython.compiled or n_results:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -503,6 +584,63 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("results[%d]" % i)
         pos = cur.pos
+    elif n_results:
+        # Each element read inline (pure Python only), as _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0 reads it.
+        try:
+            for i in range(n_results):
+                if pos < end and buf[pos] < 128:
+                    n_feature__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_feature__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_feature__1, pos = _w.read_uvarint(buf, pos, end, 'feature')
+                    n_feature__1 -= 1
+                if 0 <= n_feature__1 <= end - pos:
+                    try:
+                        f_feature__1 = buf[pos:pos + n_feature__1].decode() if n_feature__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('feature', pos, exc) from None
+                    pos += n_feature__1
+                else:
+                    raise _w.bad_sized('feature', pos, n_feature__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateFeaturesResponse_UpdatableFeatureResult)
+                obj__1.feature = f_feature__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -602,7 +740,7 @@ def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
@@ -688,7 +826,7 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
         else:
             try:
-                f_feature = buf[pos:pos + n_feature].decode()
+                f_feature = buf[pos:pos + n_feature].decode() if n_feature else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('feature', pos, exc) from None
         pos += n_feature
@@ -723,7 +861,7 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
             try:
-                f_error_message = buf[pos:pos + n_error_message].decode()
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message

@@ -101,7 +101,7 @@ def _dec_UpdateMetadataRequest_v0(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    if cython.compiled or n_ungrouped_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -110,6 +110,58 @@ def _dec_UpdateMetadataRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("ungrouped_partition_states[%d]" % i)
         pos = cur.pos
+    elif n_ungrouped_partition_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0 reads it.
+        try:
+            for i in range(n_ungrouped_partition_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 20:
+                    raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                pos += 20
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_zk_version__replicas, pos, end)
+                f_zk_version__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.zk_version = f_zk_version__1
+                obj__1.replicas = f_replicas__1
+                obj__1.offline_replicas = []
+                obj__1.unknown_tagged_fields = []
+                f_ungrouped_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -120,7 +172,7 @@ def _dec_UpdateMetadataRequest_v0(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    if cython.compiled or n_live_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -129,6 +181,36 @@ def _dec_UpdateMetadataRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_brokers[%d]" % i)
         pos = cur.pos
+    elif n_live_brokers:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0 reads it.
+        try:
+            for i in range(n_live_brokers):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_id__v0_host, pos, end)
+                f_id__1, n_v0_host__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_v0_host__1 <= end - pos:
+                    try:
+                        f_v0_host__1 = buf[pos:pos + n_v0_host__1].decode() if n_v0_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('v0_host', pos, exc) from None
+                    pos += n_v0_host__1
+                else:
+                    raise _w.bad_sized('v0_host', pos, n_v0_host__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_v0_port, pos, end)
+                f_v0_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+                obj__1.id = f_id__1
+                obj__1.v0_host = f_v0_host__1
+                obj__1.v0_port = f_v0_port__1
+                obj__1.endpoints = []
+                obj__1.rack = ''
+                obj__1.unknown_tagged_fields = []
+                f_live_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -199,7 +281,7 @@ def _dec_UpdateMetadataRequest_v1(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    if cython.compiled or n_ungrouped_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -208,6 +290,58 @@ def _dec_UpdateMetadataRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("ungrouped_partition_states[%d]" % i)
         pos = cur.pos
+    elif n_ungrouped_partition_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0 reads it.
+        try:
+            for i in range(n_ungrouped_partition_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 20:
+                    raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                pos += 20
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_zk_version__replicas, pos, end)
+                f_zk_version__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.zk_version = f_zk_version__1
+                obj__1.replicas = f_replicas__1
+                obj__1.offline_replicas = []
+                obj__1.unknown_tagged_fields = []
+                f_ungrouped_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -218,7 +352,7 @@ def _dec_UpdateMetadataRequest_v1(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 8:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 8, 4)
     f_live_brokers = []
-    if cython.compiled or n_live_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -227,6 +361,56 @@ def _dec_UpdateMetadataRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_brokers[%d]" % i)
         pos = cur.pos
+    elif n_live_brokers:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1 reads it.
+        try:
+            for i in range(n_live_brokers):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_id__endpoints, pos, end)
+                f_id__1, n_endpoints__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_endpoints__1 < 0 or n_endpoints__1 > (end - pos) // 8:
+                    raise _w.bad_count('endpoints', pos - 4, n_endpoints__1, end, 8, 4)
+                f_endpoints__1 = []
+                if n_endpoints__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1 reads it.
+                    try:
+                        for i__1 in range(n_endpoints__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_port__host, pos, end)
+                            f_port__2, n_host__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_security_protocol, pos, end)
+                            f_security_protocol__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                            obj__2.port = f_port__2
+                            obj__2.host = f_host__2
+                            obj__2.listener = ''
+                            obj__2.security_protocol = f_security_protocol__2
+                            obj__2.unknown_tagged_fields = []
+                            f_endpoints__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("endpoints[%d]" % i__1)
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+                obj__1.id = f_id__1
+                obj__1.v0_host = ''
+                obj__1.v0_port = 0
+                obj__1.endpoints = f_endpoints__1
+                obj__1.rack = ''
+                obj__1.unknown_tagged_fields = []
+                f_live_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -297,7 +481,7 @@ def _dec_UpdateMetadataRequest_v2(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    if cython.compiled or n_ungrouped_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -306,6 +490,58 @@ def _dec_UpdateMetadataRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("ungrouped_partition_states[%d]" % i)
         pos = cur.pos
+    elif n_ungrouped_partition_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0 reads it.
+        try:
+            for i in range(n_ungrouped_partition_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 20:
+                    raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                pos += 20
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_zk_version__replicas, pos, end)
+                f_zk_version__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.zk_version = f_zk_version__1
+                obj__1.replicas = f_replicas__1
+                obj__1.offline_replicas = []
+                obj__1.unknown_tagged_fields = []
+                f_ungrouped_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -316,7 +552,7 @@ def _dec_UpdateMetadataRequest_v2(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    if cython.compiled or n_live_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -325,6 +561,70 @@ def _dec_UpdateMetadataRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_brokers[%d]" % i)
         pos = cur.pos
+    elif n_live_brokers:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2 reads it.
+        try:
+            for i in range(n_live_brokers):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_id__endpoints, pos, end)
+                f_id__1, n_endpoints__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_endpoints__1 < 0 or n_endpoints__1 > (end - pos) // 8:
+                    raise _w.bad_count('endpoints', pos - 4, n_endpoints__1, end, 8, 4)
+                f_endpoints__1 = []
+                if n_endpoints__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1 reads it.
+                    try:
+                        for i__1 in range(n_endpoints__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_port__host, pos, end)
+                            f_port__2, n_host__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_security_protocol, pos, end)
+                            f_security_protocol__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                            obj__2.port = f_port__2
+                            obj__2.host = f_host__2
+                            obj__2.listener = ''
+                            obj__2.security_protocol = f_security_protocol__2
+                            obj__2.unknown_tagged_fields = []
+                            f_endpoints__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("endpoints[%d]" % i__1)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_rack, pos, end)
+                n_rack__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+                obj__1.id = f_id__1
+                obj__1.v0_host = ''
+                obj__1.v0_port = 0
+                obj__1.endpoints = f_endpoints__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = []
+                f_live_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -395,7 +695,7 @@ def _dec_UpdateMetadataRequest_v3(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    if cython.compiled or n_ungrouped_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -404,6 +704,58 @@ def _dec_UpdateMetadataRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("ungrouped_partition_states[%d]" % i)
         pos = cur.pos
+    elif n_ungrouped_partition_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0 reads it.
+        try:
+            for i in range(n_ungrouped_partition_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 20:
+                    raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                pos += 20
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_zk_version__replicas, pos, end)
+                f_zk_version__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.zk_version = f_zk_version__1
+                obj__1.replicas = f_replicas__1
+                obj__1.offline_replicas = []
+                obj__1.unknown_tagged_fields = []
+                f_ungrouped_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -414,7 +766,7 @@ def _dec_UpdateMetadataRequest_v3(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    if cython.compiled or n_live_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -423,6 +775,82 @@ def _dec_UpdateMetadataRequest_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_brokers[%d]" % i)
         pos = cur.pos
+    elif n_live_brokers:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3 reads it.
+        try:
+            for i in range(n_live_brokers):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_id__endpoints, pos, end)
+                f_id__1, n_endpoints__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_endpoints__1 < 0 or n_endpoints__1 > (end - pos) // 10:
+                    raise _w.bad_count('endpoints', pos - 4, n_endpoints__1, end, 10, 4)
+                f_endpoints__1 = []
+                if n_endpoints__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3 reads it.
+                    try:
+                        for i__1 in range(n_endpoints__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_port__host, pos, end)
+                            f_port__2, n_host__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_listener, pos, end)
+                            n_listener__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_listener__2 <= end - pos:
+                                try:
+                                    f_listener__2 = buf[pos:pos + n_listener__2].decode() if n_listener__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('listener', pos, exc) from None
+                                pos += n_listener__2
+                            else:
+                                raise _w.bad_sized('listener', pos, n_listener__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_security_protocol, pos, end)
+                            f_security_protocol__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                            obj__2.port = f_port__2
+                            obj__2.host = f_host__2
+                            obj__2.listener = f_listener__2
+                            obj__2.security_protocol = f_security_protocol__2
+                            obj__2.unknown_tagged_fields = []
+                            f_endpoints__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("endpoints[%d]" % i__1)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_rack, pos, end)
+                n_rack__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+                obj__1.id = f_id__1
+                obj__1.v0_host = ''
+                obj__1.v0_port = 0
+                obj__1.endpoints = f_endpoints__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = []
+                f_live_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -493,7 +921,7 @@ def _dec_UpdateMetadataRequest_v4(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 34:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 34, 4)
     f_ungrouped_partition_states = []
-    if cython.compiled or n_ungrouped_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -502,6 +930,69 @@ def _dec_UpdateMetadataRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("ungrouped_partition_states[%d]" % i)
         pos = cur.pos
+    elif n_ungrouped_partition_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4 reads it.
+        try:
+            for i in range(n_ungrouped_partition_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 20:
+                    raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                pos += 20
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_zk_version__replicas, pos, end)
+                f_zk_version__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_offline_replicas, pos, end)
+                n_offline_replicas__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__1, end, 4, 4)
+                if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                pos += n_offline_replicas__1 * 4
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.zk_version = f_zk_version__1
+                obj__1.replicas = f_replicas__1
+                obj__1.offline_replicas = f_offline_replicas__1
+                obj__1.unknown_tagged_fields = []
+                f_ungrouped_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -512,7 +1003,7 @@ def _dec_UpdateMetadataRequest_v4(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    if cython.compiled or n_live_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -521,6 +1012,82 @@ def _dec_UpdateMetadataRequest_v4(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_brokers[%d]" % i)
         pos = cur.pos
+    elif n_live_brokers:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3 reads it.
+        try:
+            for i in range(n_live_brokers):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_id__endpoints, pos, end)
+                f_id__1, n_endpoints__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_endpoints__1 < 0 or n_endpoints__1 > (end - pos) // 10:
+                    raise _w.bad_count('endpoints', pos - 4, n_endpoints__1, end, 10, 4)
+                f_endpoints__1 = []
+                if n_endpoints__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3 reads it.
+                    try:
+                        for i__1 in range(n_endpoints__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_port__host, pos, end)
+                            f_port__2, n_host__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_listener, pos, end)
+                            n_listener__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_listener__2 <= end - pos:
+                                try:
+                                    f_listener__2 = buf[pos:pos + n_listener__2].decode() if n_listener__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('listener', pos, exc) from None
+                                pos += n_listener__2
+                            else:
+                                raise _w.bad_sized('listener', pos, n_listener__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_security_protocol, pos, end)
+                            f_security_protocol__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                            obj__2.port = f_port__2
+                            obj__2.host = f_host__2
+                            obj__2.listener = f_listener__2
+                            obj__2.security_protocol = f_security_protocol__2
+                            obj__2.unknown_tagged_fields = []
+                            f_endpoints__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("endpoints[%d]" % i__1)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_rack, pos, end)
+                n_rack__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+                obj__1.id = f_id__1
+                obj__1.v0_host = ''
+                obj__1.v0_port = 0
+                obj__1.endpoints = f_endpoints__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = []
+                f_live_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -592,7 +1159,7 @@ def _dec_UpdateMetadataRequest_v5(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 6:
         raise _w.bad_count('topic_states', pos - 4, n_topic_states, end, 6, 4)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -601,6 +1168,88 @@ def _dec_UpdateMetadataRequest_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5 reads it.
+        try:
+            for i in range(n_topic_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_topic_name, pos, end)
+                n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_states, pos, end)
+                n_partition_states__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 32:
+                    raise _w.bad_count('partition_states', pos - 4, n_partition_states__1, end, 32, 4)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 20:
+                                raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                            f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2, n_isr__2 = _S_iiiii.unpack_from(buf, pos)
+                            pos += 20
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 4, n_isr__2, end, 4, 4)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_zk_version__replicas, pos, end)
+                            f_zk_version__2, n_replicas__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 4, n_replicas__2, end, 4, 4)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_offline_replicas, pos, end)
+                            n_offline_replicas__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__2, end, 4, 4)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                            obj__2.topic_name = ''
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.controller_epoch = f_controller_epoch__2
+                            obj__2.leader = f_leader__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.zk_version = f_zk_version__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = []
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -611,7 +1260,7 @@ def _dec_UpdateMetadataRequest_v5(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    if cython.compiled or n_live_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -620,6 +1269,82 @@ def _dec_UpdateMetadataRequest_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_brokers[%d]" % i)
         pos = cur.pos
+    elif n_live_brokers:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3 reads it.
+        try:
+            for i in range(n_live_brokers):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_id__endpoints, pos, end)
+                f_id__1, n_endpoints__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_endpoints__1 < 0 or n_endpoints__1 > (end - pos) // 10:
+                    raise _w.bad_count('endpoints', pos - 4, n_endpoints__1, end, 10, 4)
+                f_endpoints__1 = []
+                if n_endpoints__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3 reads it.
+                    try:
+                        for i__1 in range(n_endpoints__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_port__host, pos, end)
+                            f_port__2, n_host__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_listener, pos, end)
+                            n_listener__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_listener__2 <= end - pos:
+                                try:
+                                    f_listener__2 = buf[pos:pos + n_listener__2].decode() if n_listener__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('listener', pos, exc) from None
+                                pos += n_listener__2
+                            else:
+                                raise _w.bad_sized('listener', pos, n_listener__2, end, 2, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_security_protocol, pos, end)
+                            f_security_protocol__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                            obj__2.port = f_port__2
+                            obj__2.host = f_host__2
+                            obj__2.listener = f_listener__2
+                            obj__2.security_protocol = f_security_protocol__2
+                            obj__2.unknown_tagged_fields = []
+                            f_endpoints__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("endpoints[%d]" % i__1)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_rack, pos, end)
+                n_rack__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+                obj__1.id = f_id__1
+                obj__1.v0_host = ''
+                obj__1.v0_port = 0
+                obj__1.endpoints = f_endpoints__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = []
+                f_live_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -706,7 +1431,7 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -715,6 +1440,131 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6 reads it.
+        try:
+            for i in range(n_topic_states):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_states__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                    n_partition_states__1 -= 1
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 24:
+                    raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 24, 1)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2 = _S_iiii.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                n_isr__2 -= 1
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_zk_version, pos, end)
+                            f_zk_version__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_offline_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                n_offline_replicas__2 -= 1
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                            obj__2.topic_name = ''
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.controller_epoch = f_controller_epoch__2
+                            obj__2.leader = f_leader__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.zk_version = f_zk_version__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = _w.ZERO_UUID
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_live_brokers = buf[pos] - 1
         pos += 1
@@ -733,7 +1583,7 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 7:
         raise _w.bad_count('live_brokers', pos - 1, n_live_brokers, end, 7, 1)
     f_live_brokers = []
-    if cython.compiled or n_live_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -742,6 +1592,120 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_brokers[%d]" % i)
         pos = cur.pos
+    elif n_live_brokers:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6 reads it.
+        try:
+            for i in range(n_live_brokers):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_id, pos, end)
+                f_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_endpoints__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_endpoints__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_endpoints__1, pos = _w.read_uvarint(buf, pos, end, 'endpoints')
+                    n_endpoints__1 -= 1
+                if n_endpoints__1 < 0 or n_endpoints__1 > (end - pos) // 9:
+                    raise _w.bad_count('endpoints', pos - 1, n_endpoints__1, end, 9, 1)
+                f_endpoints__1 = []
+                if n_endpoints__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6 reads it.
+                    try:
+                        for i__1 in range(n_endpoints__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_port, pos, end)
+                            f_port__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                n_host__2 -= 1
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_listener__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_listener__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_listener__2, pos = _w.read_uvarint(buf, pos, end, 'listener')
+                                n_listener__2 -= 1
+                            if 0 <= n_listener__2 <= end - pos:
+                                try:
+                                    f_listener__2 = buf[pos:pos + n_listener__2].decode() if n_listener__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('listener', pos, exc) from None
+                                pos += n_listener__2
+                            else:
+                                raise _w.bad_sized('listener', pos, n_listener__2, end, 1, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_security_protocol, pos, end)
+                            f_security_protocol__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                            obj__2.port = f_port__2
+                            obj__2.host = f_host__2
+                            obj__2.listener = f_listener__2
+                            obj__2.security_protocol = f_security_protocol__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_endpoints__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("endpoints[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+                obj__1.id = f_id__1
+                obj__1.v0_host = ''
+                obj__1.v0_port = 0
+                obj__1.endpoints = f_endpoints__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_live_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -843,7 +1807,7 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -852,6 +1816,135 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7 reads it.
+        try:
+            for i in range(n_topic_states):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partition_states__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                    n_partition_states__1 -= 1
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 24:
+                    raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 24, 1)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2 = _S_iiii.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                n_isr__2 -= 1
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_zk_version, pos, end)
+                            f_zk_version__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_offline_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                n_offline_replicas__2 -= 1
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                            obj__2.topic_name = ''
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.controller_epoch = f_controller_epoch__2
+                            obj__2.leader = f_leader__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.zk_version = f_zk_version__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_live_brokers = buf[pos] - 1
         pos += 1
@@ -870,7 +1963,7 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 7:
         raise _w.bad_count('live_brokers', pos - 1, n_live_brokers, end, 7, 1)
     f_live_brokers = []
-    if cython.compiled or n_live_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -879,6 +1972,120 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_brokers[%d]" % i)
         pos = cur.pos
+    elif n_live_brokers:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6 reads it.
+        try:
+            for i in range(n_live_brokers):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_id, pos, end)
+                f_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_endpoints__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_endpoints__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_endpoints__1, pos = _w.read_uvarint(buf, pos, end, 'endpoints')
+                    n_endpoints__1 -= 1
+                if n_endpoints__1 < 0 or n_endpoints__1 > (end - pos) // 9:
+                    raise _w.bad_count('endpoints', pos - 1, n_endpoints__1, end, 9, 1)
+                f_endpoints__1 = []
+                if n_endpoints__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6 reads it.
+                    try:
+                        for i__1 in range(n_endpoints__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_port, pos, end)
+                            f_port__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                n_host__2 -= 1
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_listener__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_listener__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_listener__2, pos = _w.read_uvarint(buf, pos, end, 'listener')
+                                n_listener__2 -= 1
+                            if 0 <= n_listener__2 <= end - pos:
+                                try:
+                                    f_listener__2 = buf[pos:pos + n_listener__2].decode() if n_listener__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('listener', pos, exc) from None
+                                pos += n_listener__2
+                            else:
+                                raise _w.bad_sized('listener', pos, n_listener__2, end, 1, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_security_protocol, pos, end)
+                            f_security_protocol__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                            obj__2.port = f_port__2
+                            obj__2.host = f_host__2
+                            obj__2.listener = f_listener__2
+                            obj__2.security_protocol = f_security_protocol__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_endpoints__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("endpoints[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+                obj__1.id = f_id__1
+                obj__1.v0_host = ''
+                obj__1.v0_port = 0
+                obj__1.endpoints = f_endpoints__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_live_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -984,7 +2191,7 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    if cython.compiled or n_topic_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -993,6 +2200,135 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topic_states[%d]" % i)
         pos = cur.pos
+    elif n_topic_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7 reads it.
+        try:
+            for i in range(n_topic_states):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partition_states__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                    n_partition_states__1 -= 1
+                if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 24:
+                    raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 24, 1)
+                f_partition_states__1 = []
+                if n_partition_states__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6 reads it.
+                    try:
+                        for i__1 in range(n_partition_states__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2 = _S_iiii.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                n_isr__2 -= 1
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_zk_version, pos, end)
+                            f_zk_version__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_offline_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                n_offline_replicas__2 -= 1
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                            obj__2.topic_name = ''
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.controller_epoch = f_controller_epoch__2
+                            obj__2.leader = f_leader__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            obj__2.zk_version = f_zk_version__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_states__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_states[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partition_states = f_partition_states__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_live_brokers = buf[pos] - 1
         pos += 1
@@ -1011,7 +2347,7 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 7:
         raise _w.bad_count('live_brokers', pos - 1, n_live_brokers, end, 7, 1)
     f_live_brokers = []
-    if cython.compiled or n_live_brokers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1020,6 +2356,120 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("live_brokers[%d]" % i)
         pos = cur.pos
+    elif n_live_brokers:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6 reads it.
+        try:
+            for i in range(n_live_brokers):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_id, pos, end)
+                f_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_endpoints__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_endpoints__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_endpoints__1, pos = _w.read_uvarint(buf, pos, end, 'endpoints')
+                    n_endpoints__1 -= 1
+                if n_endpoints__1 < 0 or n_endpoints__1 > (end - pos) // 9:
+                    raise _w.bad_count('endpoints', pos - 1, n_endpoints__1, end, 9, 1)
+                f_endpoints__1 = []
+                if n_endpoints__1:
+                    # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6 reads it.
+                    try:
+                        for i__1 in range(n_endpoints__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_port, pos, end)
+                            f_port__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                n_host__2 -= 1
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_listener__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_listener__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_listener__2, pos = _w.read_uvarint(buf, pos, end, 'listener')
+                                n_listener__2 -= 1
+                            if 0 <= n_listener__2 <= end - pos:
+                                try:
+                                    f_listener__2 = buf[pos:pos + n_listener__2].decode() if n_listener__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('listener', pos, exc) from None
+                                pos += n_listener__2
+                            else:
+                                raise _w.bad_sized('listener', pos, n_listener__2, end, 1, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_security_protocol, pos, end)
+                            f_security_protocol__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                            obj__2.port = f_port__2
+                            obj__2.host = f_host__2
+                            obj__2.listener = f_listener__2
+                            obj__2.security_protocol = f_security_protocol__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_endpoints__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("endpoints[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+                obj__1.id = f_id__1
+                obj__1.v0_host = ''
+                obj__1.v0_port = 0
+                obj__1.endpoints = f_endpoints__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_live_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
     f_type = 0
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1127,7 +2577,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -1266,7 +2716,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -1759,7 +3209,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -1775,7 +3225,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 32:
         raise _w.bad_count('partition_states', pos - 4, n_partition_states, end, 32, 4)
     f_partition_states = []
-    if cython.compiled or n_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1784,6 +3234,57 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_states[%d]" % i)
         pos = cur.pos
+    elif n_partition_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5 reads it.
+        try:
+            for i in range(n_partition_states):
+                if end - pos < 20:
+                    raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                pos += 20
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_zk_version__replicas, pos, end)
+                f_zk_version__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_offline_replicas, pos, end)
+                n_offline_replicas__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__1, end, 4, 4)
+                if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                pos += n_offline_replicas__1 * 4
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                obj__1.topic_name = ''
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.zk_version = f_zk_version__1
+                obj__1.replicas = f_replicas__1
+                obj__1.offline_replicas = f_offline_replicas__1
+                obj__1.unknown_tagged_fields = []
+                f_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
     if cython.compiled:
         obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
     else:
@@ -1857,7 +3358,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -1881,7 +3382,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 24:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 24, 1)
     f_partition_states = []
-    if cython.compiled or n_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1890,6 +3391,85 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_states[%d]" % i)
         pos = cur.pos
+    elif n_partition_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6 reads it.
+        try:
+            for i in range(n_partition_states):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1 = _S_iiii.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_isr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr__1, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                    n_isr__1 -= 1
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 1, n_isr__1, end, 4, 1)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_zk_version, pos, end)
+                f_zk_version__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                    n_replicas__1 -= 1
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 1, n_replicas__1, end, 4, 1)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_offline_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_offline_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_offline_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                    n_offline_replicas__1 -= 1
+                if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__1, end, 4, 1)
+                if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                pos += n_offline_replicas__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                obj__1.topic_name = ''
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.zk_version = f_zk_version__1
+                obj__1.replicas = f_replicas__1
+                obj__1.offline_replicas = f_offline_replicas__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1974,7 +3554,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
             try:
-                f_topic_name = buf[pos:pos + n_topic_name].decode()
+                f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
@@ -2002,7 +3582,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 24:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 24, 1)
     f_partition_states = []
-    if cython.compiled or n_partition_states:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2011,6 +3591,85 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partition_states[%d]" % i)
         pos = cur.pos
+    elif n_partition_states:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6 reads it.
+        try:
+            for i in range(n_partition_states):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1 = _S_iiii.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_isr__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_isr__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_isr__1, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                    n_isr__1 -= 1
+                if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                    raise _w.bad_count('isr', pos - 1, n_isr__1, end, 4, 1)
+                if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                    f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                else:
+                    f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                pos += n_isr__1 * 4
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_zk_version, pos, end)
+                f_zk_version__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                    n_replicas__1 -= 1
+                if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('replicas', pos - 1, n_replicas__1, end, 4, 1)
+                if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                pos += n_replicas__1 * 4
+                if pos < end and buf[pos] < 128:
+                    n_offline_replicas__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_offline_replicas__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_offline_replicas__1, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                    n_offline_replicas__1 -= 1
+                if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                    raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__1, end, 4, 1)
+                if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                    f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                else:
+                    f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                pos += n_offline_replicas__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                obj__1.topic_name = ''
+                obj__1.partition_index = f_partition_index__1
+                obj__1.controller_epoch = f_controller_epoch__1
+                obj__1.leader = f_leader__1
+                obj__1.leader_epoch = f_leader_epoch__1
+                obj__1.isr = f_isr__1
+                obj__1.zk_version = f_zk_version__1
+                obj__1.replicas = f_replicas__1
+                obj__1.offline_replicas = f_offline_replicas__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partition_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2089,7 +3748,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_v0_host, 'v0_host')
         else:
             try:
-                f_v0_host = buf[pos:pos + n_v0_host].decode()
+                f_v0_host = buf[pos:pos + n_v0_host].decode() if n_v0_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('v0_host', pos, exc) from None
         pos += n_v0_host
@@ -2160,7 +3819,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 8:
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 8, 4)
     f_endpoints = []
-    if cython.compiled or n_endpoints:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2169,6 +3828,35 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("endpoints[%d]" % i)
         pos = cur.pos
+    elif n_endpoints:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1 reads it.
+        try:
+            for i in range(n_endpoints):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_port__host, pos, end)
+                f_port__1, n_host__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_security_protocol, pos, end)
+                f_security_protocol__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                obj__1.port = f_port__1
+                obj__1.host = f_host__1
+                obj__1.listener = ''
+                obj__1.security_protocol = f_security_protocol__1
+                obj__1.unknown_tagged_fields = []
+                f_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
     if cython.compiled:
         obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
     else:
@@ -2216,7 +3904,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 8:
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 8, 4)
     f_endpoints = []
-    if cython.compiled or n_endpoints:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2225,6 +3913,35 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("endpoints[%d]" % i)
         pos = cur.pos
+    elif n_endpoints:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1 reads it.
+        try:
+            for i in range(n_endpoints):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_port__host, pos, end)
+                f_port__1, n_host__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_security_protocol, pos, end)
+                f_security_protocol__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                obj__1.port = f_port__1
+                obj__1.host = f_host__1
+                obj__1.listener = ''
+                obj__1.security_protocol = f_security_protocol__1
+                obj__1.unknown_tagged_fields = []
+                f_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_rack, pos, end)
     if cython.compiled:
@@ -2239,7 +3956,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
@@ -2312,7 +4029,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 10:
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 10, 4)
     f_endpoints = []
-    if cython.compiled or n_endpoints:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2321,6 +4038,47 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("endpoints[%d]" % i)
         pos = cur.pos
+    elif n_endpoints:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3 reads it.
+        try:
+            for i in range(n_endpoints):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_port__host, pos, end)
+                f_port__1, n_host__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_listener, pos, end)
+                n_listener__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_listener__1 <= end - pos:
+                    try:
+                        f_listener__1 = buf[pos:pos + n_listener__1].decode() if n_listener__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('listener', pos, exc) from None
+                    pos += n_listener__1
+                else:
+                    raise _w.bad_sized('listener', pos, n_listener__1, end, 2, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_security_protocol, pos, end)
+                f_security_protocol__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                obj__1.port = f_port__1
+                obj__1.host = f_host__1
+                obj__1.listener = f_listener__1
+                obj__1.security_protocol = f_security_protocol__1
+                obj__1.unknown_tagged_fields = []
+                f_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
     if end - pos < 2:
         raise _w.short_run(_RUN_rack, pos, end)
     if cython.compiled:
@@ -2335,7 +4093,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
@@ -2422,7 +4180,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 9:
         raise _w.bad_count('endpoints', pos - 1, n_endpoints, end, 9, 1)
     f_endpoints = []
-    if cython.compiled or n_endpoints:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -2431,6 +4189,66 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("endpoints[%d]" % i)
         pos = cur.pos
+    elif n_endpoints:
+        # Each element read inline (pure Python only), as _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6 reads it.
+        try:
+            for i in range(n_endpoints):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_listener__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_listener__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_listener__1, pos = _w.read_uvarint(buf, pos, end, 'listener')
+                    n_listener__1 -= 1
+                if 0 <= n_listener__1 <= end - pos:
+                    try:
+                        f_listener__1 = buf[pos:pos + n_listener__1].decode() if n_listener__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('listener', pos, exc) from None
+                    pos += n_listener__1
+                else:
+                    raise _w.bad_sized('listener', pos, n_listener__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_security_protocol, pos, end)
+                f_security_protocol__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                obj__1.port = f_port__1
+                obj__1.host = f_host__1
+                obj__1.listener = f_listener__1
+                obj__1.security_protocol = f_security_protocol__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
     if pos < end and buf[pos] < 128:
         n_rack = buf[pos] - 1
         pos += 1
@@ -2453,7 +4271,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
             try:
-                f_rack = buf[pos:pos + n_rack].decode()
+                f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
@@ -2545,7 +4363,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -2619,7 +4437,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -2639,7 +4457,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_listener, 'listener')
         else:
             try:
-                f_listener = buf[pos:pos + n_listener].decode()
+                f_listener = buf[pos:pos + n_listener].decode() if n_listener else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('listener', pos, exc) from None
         pos += n_listener
@@ -2745,7 +4563,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -2773,7 +4591,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_listener, 'listener')
         else:
             try:
-                f_listener = buf[pos:pos + n_listener].decode()
+                f_listener = buf[pos:pos + n_listener].decode() if n_listener else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('listener', pos, exc) from None
         pos += n_listener

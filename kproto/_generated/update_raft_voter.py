@@ -86,7 +86,7 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
             try:
-                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
@@ -124,7 +124,7 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 5:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
     f_listeners = []
-    if cython.compiled or n_listeners:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -133,6 +133,61 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("listeners[%d]" % i)
         pos = cur.pos
+    elif n_listeners:
+        # Each element read inline (pure Python only), as _dec_UpdateRaftVoterRequest_Listener_v0 reads it.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_H.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateRaftVoterRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
     cur.pos = pos
     try:
         f_k_raft_version_feature = _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(buf, cur, end)
@@ -235,7 +290,7 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -263,7 +318,7 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
@@ -497,7 +552,7 @@ def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
             try:
-                f_host = buf[pos:pos + n_host].decode()
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host

@@ -85,7 +85,7 @@ def _dec_WriteTxnMarkersRequest_v0(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 19:
         raise _w.bad_count('markers', pos - 4, n_markers, end, 19, 4)
     f_markers = []
-    if cython.compiled or n_markers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -94,6 +94,69 @@ def _dec_WriteTxnMarkersRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("markers[%d]" % i)
         pos = cur.pos
+    elif n_markers:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0 reads it.
+        try:
+            for i in range(n_markers):
+                if end - pos < 15:
+                    raise _w.short_run(_RUN_producer_id__topics, pos, end)
+                f_producer_id__1, f_producer_epoch__1, f_transaction_result__1, n_topics__1 = _S_qhbi.unpack_from(buf, pos)
+                pos += 15
+                if f_transaction_result__1 != 0 and f_transaction_result__1 != 1:
+                    raise _w.bad_bool('transaction_result', pos - 5, f_transaction_result__1)
+                b_transaction_result__1 = f_transaction_result__1 == 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 6:
+                    raise _w.bad_count('topics', pos - 4, n_topics__1, end, 6, 4)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_indexes, pos, end)
+                            n_partition_indexes__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
+                                raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes__2, end, 4, 4)
+                            if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
+                                f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
+                            else:
+                                f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
+                            pos += n_partition_indexes__2 * 4
+                            obj__2 = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partition_indexes = f_partition_indexes__2
+                            obj__2.unknown_tagged_fields = []
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_coordinator_epoch, pos, end)
+                f_coordinator_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                obj__1 = _new(WriteTxnMarkersRequest_WritableTxnMarker)
+                obj__1.producer_id = f_producer_id__1
+                obj__1.producer_epoch = f_producer_epoch__1
+                obj__1.transaction_result = b_transaction_result__1
+                obj__1.topics = f_topics__1
+                obj__1.coordinator_epoch = f_coordinator_epoch__1
+                obj__1.transaction_version = 0
+                obj__1.unknown_tagged_fields = []
+                f_markers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
     if cython.compiled:
         obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
     else:
@@ -143,7 +206,7 @@ def _dec_WriteTxnMarkersRequest_v1(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 17:
         raise _w.bad_count('markers', pos - 1, n_markers, end, 17, 1)
     f_markers = []
-    if cython.compiled or n_markers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -152,6 +215,98 @@ def _dec_WriteTxnMarkersRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("markers[%d]" % i)
         pos = cur.pos
+    elif n_markers:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1 reads it.
+        try:
+            for i in range(n_markers):
+                if end - pos < 11:
+                    raise _w.short_run(_RUN_producer_id__transaction_result, pos, end)
+                f_producer_id__1, f_producer_epoch__1, f_transaction_result__1 = _S_qhb.unpack_from(buf, pos)
+                pos += 11
+                if f_transaction_result__1 != 0 and f_transaction_result__1 != 1:
+                    raise _w.bad_bool('transaction_result', pos - 1, f_transaction_result__1)
+                b_transaction_result__1 = f_transaction_result__1 == 1
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partition_indexes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partition_indexes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partition_indexes__2, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                                n_partition_indexes__2 -= 1
+                            if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
+                                raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__2, end, 4, 1)
+                            if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
+                                f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
+                            else:
+                                f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
+                            pos += n_partition_indexes__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partition_indexes = f_partition_indexes__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_coordinator_epoch, pos, end)
+                f_coordinator_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(WriteTxnMarkersRequest_WritableTxnMarker)
+                obj__1.producer_id = f_producer_id__1
+                obj__1.producer_epoch = f_producer_epoch__1
+                obj__1.transaction_result = b_transaction_result__1
+                obj__1.topics = f_topics__1
+                obj__1.coordinator_epoch = f_coordinator_epoch__1
+                obj__1.transaction_version = 0
+                obj__1.unknown_tagged_fields = unknown__1
+                f_markers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -211,7 +366,7 @@ def _dec_WriteTxnMarkersRequest_v2(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 18:
         raise _w.bad_count('markers', pos - 1, n_markers, end, 18, 1)
     f_markers = []
-    if cython.compiled or n_markers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -220,6 +375,98 @@ def _dec_WriteTxnMarkersRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("markers[%d]" % i)
         pos = cur.pos
+    elif n_markers:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2 reads it.
+        try:
+            for i in range(n_markers):
+                if end - pos < 11:
+                    raise _w.short_run(_RUN_producer_id__transaction_result, pos, end)
+                f_producer_id__1, f_producer_epoch__1, f_transaction_result__1 = _S_qhb.unpack_from(buf, pos)
+                pos += 11
+                if f_transaction_result__1 != 0 and f_transaction_result__1 != 1:
+                    raise _w.bad_bool('transaction_result', pos - 1, f_transaction_result__1)
+                b_transaction_result__1 = f_transaction_result__1 == 1
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partition_indexes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partition_indexes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partition_indexes__2, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                                n_partition_indexes__2 -= 1
+                            if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
+                                raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__2, end, 4, 1)
+                            if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
+                                f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
+                            else:
+                                f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
+                            pos += n_partition_indexes__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partition_indexes = f_partition_indexes__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_coordinator_epoch__transaction_version, pos, end)
+                f_coordinator_epoch__1, f_transaction_version__1 = _S_ib.unpack_from(buf, pos)
+                pos += 5
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(WriteTxnMarkersRequest_WritableTxnMarker)
+                obj__1.producer_id = f_producer_id__1
+                obj__1.producer_epoch = f_producer_epoch__1
+                obj__1.transaction_result = b_transaction_result__1
+                obj__1.topics = f_topics__1
+                obj__1.coordinator_epoch = f_coordinator_epoch__1
+                obj__1.transaction_version = f_transaction_version__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_markers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -277,7 +524,7 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -286,6 +533,40 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_indexes, pos, end)
+                n_partition_indexes__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                    raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes__1, end, 4, 4)
+                if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                    f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                else:
+                    f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                pos += n_partition_indexes__1 * 4
+                obj__1 = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+                obj__1.name = f_name__1
+                obj__1.partition_indexes = f_partition_indexes__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_coordinator_epoch, pos, end)
     if cython.compiled:
@@ -367,7 +648,7 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -376,6 +657,55 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_indexes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                    n_partition_indexes__1 -= 1
+                if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                    f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                else:
+                    f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                pos += n_partition_indexes__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+                obj__1.name = f_name__1
+                obj__1.partition_indexes = f_partition_indexes__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_coordinator_epoch, pos, end)
     if cython.compiled:
@@ -471,7 +801,7 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -480,6 +810,55 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_indexes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                    n_partition_indexes__1 -= 1
+                if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                    f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                else:
+                    f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                pos += n_partition_indexes__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+                obj__1.name = f_name__1
+                obj__1.partition_indexes = f_partition_indexes__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 5:
         raise _w.short_run(_RUN_coordinator_epoch__transaction_version, pos, end)
     if cython.compiled:
@@ -561,7 +940,7 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -659,7 +1038,7 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -764,7 +1143,7 @@ def _dec_WriteTxnMarkersResponse_v0(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 12:
         raise _w.bad_count('markers', pos - 4, n_markers, end, 12, 4)
     f_markers = []
-    if cython.compiled or n_markers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -773,6 +1152,69 @@ def _dec_WriteTxnMarkersResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("markers[%d]" % i)
         pos = cur.pos
+    elif n_markers:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0 reads it.
+        try:
+            for i in range(n_markers):
+                if end - pos < 12:
+                    raise _w.short_run(_RUN_producer_id__topics_2, pos, end)
+                f_producer_id__1, n_topics__1 = _S_qi.unpack_from(buf, pos)
+                pos += 12
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 6:
+                    raise _w.bad_count('topics', pos - 4, n_topics__1, end, 6, 4)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partitions, pos, end)
+                            n_partitions__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 6:
+                                raise _w.bad_count('partitions', pos - 4, n_partitions__2, end, 6, 4)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0 reads it.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 6:
+                                            raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                                        f_partition_index__3, f_error_code__3 = _S_ih.unpack_from(buf, pos)
+                                        pos += 6
+                                        obj__3 = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.error_code = f_error_code__3
+                                        obj__3.unknown_tagged_fields = []
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            obj__2 = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = []
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                obj__1 = _new(WriteTxnMarkersResponse_WritableTxnMarkerResult)
+                obj__1.producer_id = f_producer_id__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = []
+                f_markers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
     if cython.compiled:
         obj = WriteTxnMarkersResponse.__new__(WriteTxnMarkersResponse)
     else:
@@ -822,7 +1264,7 @@ def _dec_WriteTxnMarkersResponse_v1(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 10:
         raise _w.bad_count('markers', pos - 1, n_markers, end, 10, 1)
     f_markers = []
-    if cython.compiled or n_markers:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -831,6 +1273,103 @@ def _dec_WriteTxnMarkersResponse_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("markers[%d]" % i)
         pos = cur.pos
+    elif n_markers:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1 reads it.
+        try:
+            for i in range(n_markers):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_producer_id, pos, end)
+                f_producer_id__1 = _S_q.unpack_from(buf, pos)[0]
+                pos += 8
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1 reads it.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 7:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 7, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1 reads it.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 6:
+                                            raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                                        f_partition_index__3, f_error_code__3 = _S_ih.unpack_from(buf, pos)
+                                        pos += 6
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.error_code = f_error_code__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(WriteTxnMarkersResponse_WritableTxnMarkerResult)
+                obj__1.producer_id = f_producer_id__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_markers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -883,7 +1422,7 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -892,6 +1431,51 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 6, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            obj__2 = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = []
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = []
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if cython.compiled:
         obj = WriteTxnMarkersResponse_WritableTxnMarkerResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerResult)
     else:
@@ -950,7 +1534,7 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    if cython.compiled or n_topics:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -959,6 +1543,71 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1 reads it.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 7:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 7, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1020,7 +1669,7 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1036,7 +1685,7 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1045,6 +1694,21 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                obj__1 = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = []
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if cython.compiled:
         obj = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
     else:
@@ -1117,7 +1781,7 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
             try:
-                f_name = buf[pos:pos + n_name].decode()
+                f_name = buf[pos:pos + n_name].decode() if n_name else ""
             except UnicodeDecodeError as exc:
                 raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
@@ -1141,7 +1805,7 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    if cython.compiled or n_partitions:
+    if cython.compiled:
         i = 0
         cur.pos = pos
         try:
@@ -1150,6 +1814,26 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

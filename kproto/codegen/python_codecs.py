@@ -297,6 +297,7 @@ class _Item:
     f: FieldSpec
     nullable: bool
     compact: bool  # lengths and counts are unsigned varints
+    sfx: str = ""  # appended to its local names inside an inlined element decoder (``__1``, ``__2``, ...)
 
     @property
     def attr(self) -> str:
@@ -304,11 +305,11 @@ class _Item:
 
     @property
     def var(self) -> str:
-        return "f_" + self.f.attr
+        return "f_" + self.f.attr + self.sfx
 
     @property
     def count(self) -> str:
-        return "n_" + self.f.attr
+        return "n_" + self.f.attr + self.sfx
 
     @property
     def kind(self) -> str:
@@ -365,6 +366,9 @@ class ModuleGenerator:
         self.emitted: set = set()
         self.roots: set = set()
         self.end = "end"  # the bound reads are checked against (t_end inside a tagged field)
+        # True while emitting code that only the pure build runs (an element decoder inlined into its
+        # array's loop): no ``if cython.compiled:`` tests are written there.
+        self.pure = False
         self.sink = "out"  # the bytearray encoders append to (t inside a tagged field)
         # Struct classes whose compiled ``_is_default_<class>`` test the encoders call, in first-use order.
         self.default_tests: Dict[str, Tuple[MessageSpec, StructSpec]] = {}
@@ -607,9 +611,9 @@ class ModuleGenerator:
                     self.emitted.add(name)
                     emit(name, message, struct, version)
 
-    def _items(self, message: MessageSpec, struct: StructSpec, version: int) -> List[_Item]:
+    def _items(self, message: MessageSpec, struct: StructSpec, version: int, sfx: str = "") -> List[_Item]:
         flexible = message.flexible_in(version)
-        return [_Item(f, f.nullable_in(version), f.compact_in(version, flexible))
+        return [_Item(f, f.nullable_in(version), f.compact_in(version, flexible), sfx)
                 for f in struct.ordered_fields(version)]
 
     def _decl(self, fname: str, signature: str) -> str:
@@ -619,8 +623,6 @@ class ModuleGenerator:
     def _decoder(self, fname: str, message: MessageSpec, struct: StructSpec, version: int) -> None:
         e = self.out
         cls = class_name(message, struct)
-        items = self._items(message, struct, version)
-        flexible = message.flexible_in(version)
         e.pxd.append(f"@_cy.locals(obj={cls}, pos=Py_ssize_t)")
         e.pxd.append(self._decl(fname, "bytes buf, Cursor cur, Py_ssize_t end"))
         e.add(f"def {fname}(buf, cur, end):")
@@ -631,29 +633,41 @@ class ModuleGenerator:
         # Python object.  Declared there rather than with ``cython.declare`` here, which the pure build
         # would pay for on every decoded struct (Cython's shadow ``declare`` is three calls).
         e.add("pos = cur.pos", 1)
-        for run in _runs(items):
-            self._decode_run(run, version, message, 1)
-        tagged = struct.tagged_fields(version) if flexible else []
-        self._defaults([("f_" + f.attr, f) for f in tagged], message)
-        if flexible:
-            self._decode_tag_section(message, struct, version, tagged)
-        e.add("if cython.compiled:", 1)
-        e.add(f"obj = {cls}.__new__({cls})", 2)
-        e.add("else:", 1)
-        e.add(f"obj = _new({cls})", 2)
-        present = {f.attr for f in struct.fields_for(version)}
-        for f in struct.fields:
-            if f.attr in present:
-                prefix = "b_" if f.type.kind == "bool" and not f.tagged_in(version) else "f_"
-                e.add(f"obj.{f.attr} = {prefix}{f.attr}", 1)
-            else:
-                self._defaults([("obj." + f.attr, f)], message)
-        if self._has_tags(message):
-            e.add(f"obj.unknown_tagged_fields = {'unknown' if flexible else '[]'}", 1)
+        self._decode_struct(message, struct, version, 1, "")
         e.add("cur.pos = pos", 1)
         e.add("return obj", 1)
         e.add("")
         e.add("")
+
+    def _decode_struct(self, message: MessageSpec, struct: StructSpec, version: int, ind: int, sfx: str) -> None:
+        """The fields of one ``struct`` read from ``pos`` on, into a new instance ``obj<sfx>``: a decoder's
+        body (``sfx`` empty) or, pure Python only, an array element's decoder inlined into its loop."""
+        e = self.out
+        cls = class_name(message, struct)
+        flexible = message.flexible_in(version)
+        for run in _runs(self._items(message, struct, version, sfx)):
+            self._decode_run(run, version, message, ind)
+        tagged = struct.tagged_fields(version) if flexible else []
+        self._defaults([("f_" + f.attr + sfx, f) for f in tagged], message, ind)
+        if flexible:
+            self._decode_tag_section(message, struct, version, tagged, ind, sfx)
+        obj = "obj" + sfx
+        if self.pure:
+            e.add(f"{obj} = _new({cls})", ind)
+        else:
+            e.add("if cython.compiled:", ind)
+            e.add(f"{obj} = {cls}.__new__({cls})", ind + 1)
+            e.add("else:", ind)
+            e.add(f"{obj} = _new({cls})", ind + 1)
+        present = {f.attr for f in struct.fields_for(version)}
+        for f in struct.fields:
+            if f.attr in present:
+                prefix = "b_" if f.type.kind == "bool" and not f.tagged_in(version) else "f_"
+                e.add(f"{obj}.{f.attr} = {prefix}{f.attr}{sfx}", ind)
+            else:
+                self._defaults([(f"{obj}.{f.attr}", f)], message, ind)
+        if self._has_tags(message):
+            e.add(f"{obj}.unknown_tagged_fields = {'unknown' + sfx if flexible else '[]'}", ind)
 
     def _default_expr(self, message: MessageSpec, f: FieldSpec) -> str:
         t = f.type
@@ -665,7 +679,7 @@ class ModuleGenerator:
             return "None" if f.default is None else 'RecordSet(b"")'
         return _literal(f.default)
 
-    def _defaults(self, targets: List[Tuple[str, FieldSpec]], message: MessageSpec) -> None:
+    def _defaults(self, targets: List[Tuple[str, FieldSpec]], message: MessageSpec, ind: int = 1) -> None:
         """Assign each target its field's default.  A struct default is built without its constructor's
         keyword call (tagged structs are built for every element decoded: three per Fetch partition):
         compiled, by ``_new_<class>()`` (:meth:`_default_builders`); in pure Python, by stores into a
@@ -674,14 +688,17 @@ class ModuleGenerator:
         for target, f in targets:
             default = self._default_expr(message, f)
             if not f.type.is_struct or default == "None":
-                e.add(f"{target} = {default}", 1)
+                e.add(f"{target} = {default}", ind)
                 continue
             assert f.type.struct is not None
+            if self.pure:
+                self._pure_default_stores(target, message, f.type.struct, ind)
+                continue
             self.default_builders.setdefault(class_name(message, f.type.struct), (message, f.type.struct))
-            e.add("if cython.compiled:", 1)
-            e.add(f"{target} = _new_{class_name(message, f.type.struct)}()", 2)
-            e.add("else:", 1)
-            self._pure_default_stores(target, message, f.type.struct, 2)
+            e.add("if cython.compiled:", ind)
+            e.add(f"{target} = _new_{class_name(message, f.type.struct)}()", ind + 1)
+            e.add("else:", ind)
+            self._pure_default_stores(target, message, f.type.struct, ind + 1)
 
     def _pure_default_stores(self, target: str, message: MessageSpec, struct: StructSpec, ind: int) -> None:
         """Pure Python: ``target`` = a bare instance of ``struct`` with its fields stored at their defaults."""
@@ -729,12 +746,13 @@ class ModuleGenerator:
         e.add(f"if pos < {end} and buf[pos] < 128:", ind)
         e.add(f"{name} = buf[pos]{less}", ind + 1)
         e.add("pos += 1", ind + 1)
-        e.add("elif cython.compiled:", ind)
-        e.add(f"v = _read_uvarint(buf, pos, {end})", ind + 1)
-        e.add("if v < 0:", ind + 1)
-        e.add(f"raise _w.bad_uvarint({what}, buf, pos, {end})", ind + 2)
-        e.add(f"{name} = (v >> 4){less}", ind + 1)
-        e.add("pos += v & 15", ind + 1)
+        if not self.pure:
+            e.add("elif cython.compiled:", ind)
+            e.add(f"v = _read_uvarint(buf, pos, {end})", ind + 1)
+            e.add("if v < 0:", ind + 1)
+            e.add(f"raise _w.bad_uvarint({what}, buf, pos, {end})", ind + 2)
+            e.add(f"{name} = (v >> 4){less}", ind + 1)
+            e.add("pos += v & 15", ind + 1)
         # Pure Python: two bytes (lengths up to 16383: record sets, metadata) inline too; a second byte
         # of 0 (a padded varint) or above 127 goes to the helper, which says what is wrong.
         e.add(f"elif pos + 1 < {end} and 0 < buf[pos + 1] < 128:", ind)
@@ -762,21 +780,24 @@ class ModuleGenerator:
             e.add(f"if {end} - pos < {size}:", ind)
             e.add(f"raise _w.short_run({layout_name}, pos, {end})", ind + 1)
             names = [it.count if it.has_body else it.var for it in fixed]
-            e.add("if cython.compiled:", ind)
-            for name, c, (_, off, _) in zip(names, fmt, layout):
-                e.add(f"{name} = {_c_read(c, off)}", ind + 1)
-            e.add("else:", ind)
+            at = ind
+            if not self.pure:
+                e.add("if cython.compiled:", ind)
+                for name, c, (_, off, _) in zip(names, fmt, layout):
+                    e.add(f"{name} = {_c_read(c, off)}", ind + 1)
+                e.add("else:", ind)
+                at = ind + 1
             if len(names) == 1:
-                e.add(f"{names[0]} = {const}.unpack_from(buf, pos)[0]", ind + 1)
+                e.add(f"{names[0]} = {const}.unpack_from(buf, pos)[0]", at)
             else:
-                e.add(f"{', '.join(names)} = {const}.unpack_from(buf, pos)", ind + 1)
+                e.add(f"{', '.join(names)} = {const}.unpack_from(buf, pos)", at)
             e.add(f"pos += {size}", ind)
             for it, (attr, off, _) in zip(fixed, layout):
                 if it.kind == "bool":
                     e.add(f"if {it.var} != 0 and {it.var} != 1:", ind)
                     e.add(f"raise _w.bad_bool({attr!r}, pos - {size - off}, {it.var})", ind + 1)
                     # A new name: compiled, the byte is a C char and the flag must come out a Python bool.
-                    e.add(f"b_{it.attr} = {it.var} == 1", ind)
+                    e.add(f"b_{it.attr}{it.sfx} = {it.var} == 1", ind)
         last = run[-1]
         if last.has_body:
             self._decode_body(last, version, message, ind)
@@ -853,42 +874,60 @@ class ModuleGenerator:
     def _read_string(self, var: str, n: str, what: str, ind: int) -> None:
         """``var`` = the UTF-8 text of the ``n`` bytes at ``pos`` (already bounds-checked)."""
         e = self.out
-        e.add("if cython.compiled:", ind)
-        e.add(f"{var} = _read_str(buf, pos, {n})", ind + 1)
-        e.add(f"if {var} is None:", ind + 1)
-        e.add(f"raise _w.bad_utf8_at(buf, pos, {n}, {what})", ind + 2)
-        e.add("else:", ind)
-        # Inline, not through ``_w.utf8``: a try costs nothing until it catches, a call does.
-        e.add("try:", ind + 1)
-        e.add(f"{var} = buf[pos:pos + {n}].decode()", ind + 2)
-        e.add("except UnicodeDecodeError as exc:", ind + 1)
-        e.add(f"raise _w.bad_utf8({what}, pos, exc) from None", ind + 2)
+        if not self.pure:
+            e.add("if cython.compiled:", ind)
+            e.add(f"{var} = _read_str(buf, pos, {n})", ind + 1)
+            e.add(f"if {var} is None:", ind + 1)
+            e.add(f"raise _w.bad_utf8_at(buf, pos, {n}, {what})", ind + 2)
+            e.add("else:", ind)
+            ind += 1
+        # Inline, not through ``_w.utf8``: a try costs nothing until it catches, a call does.  An empty
+        # string (half of the committed metadata a consumer sends) is "" without a slice and a decode.
+        e.add("try:", ind)
+        e.add(f"{var} = buf[pos:pos + {n}].decode() if {n} else \"\"", ind + 1)
+        e.add("except UnicodeDecodeError as exc:", ind)
+        e.add(f"raise _w.bad_utf8({what}, pos, exc) from None", ind + 1)
 
     def _decode_elements(self, it: _Item, inner: TypeRef, version: int, message: MessageSpec, ind: int) -> None:
         e, end = self.out, self.end
         attr, var, n = it.attr, it.var, it.count
+        i = "i" + it.sfx
         if inner.is_struct:
+            assert inner.struct is not None
             fn = self._fn_name("dec", message, inner.struct, version)[0]
-            # One try around the loop, not one per element: entering a try costs in compiled code.
-            # Elements move the shared cursor, so no (object, position) tuple is built per element.
             e.add(f"{var} = []", ind)
-            # Pure Python: an empty array skips the loop's set-up (compiled, the test folds away).
-            e.add(f"if cython.compiled or {n}:", ind)
-            ind += 1
-            e.add("i = 0", ind)
-            e.add("cur.pos = pos", ind)
-            e.add("try:", ind)
-            e.add(f"for i in range({n}):", ind + 1)
-            e.add(f"{var}.append({fn}(buf, cur, {end}))", ind + 2)
-            e.add("except DecodeError as exc:", ind)
-            e.add(f'raise exc.within("{attr}[%d]" % i)', ind + 1)
-            e.add("pos = cur.pos", ind)
+            if end != "end":  # inside a tag section (rare): a call per element in both builds
+                # Pure Python: an empty array skips the loop's set-up (compiled, the test folds away).
+                e.add(f"if {'' if self.pure else 'cython.compiled or '}{n}:", ind)
+                self._call_elements(it, fn, ind + 1)
+                return
+            if self.pure:
+                e.add(f"if {n}:", ind)
+            else:
+                e.add("if cython.compiled:", ind)
+                self._call_elements(it, fn, ind + 1)
+                e.add(f"elif {n}:", ind)
+            # Pure Python: each element is read right here, as ``fn`` reads it: a Python call, the cursor's
+            # attribute traffic and the ``if cython.compiled:`` tests cost a small struct a fifth of its decode.
+            sfx = f"__{int(it.sfx[2:] or 0) + 1}"
+            saved, self.pure = self.pure, True
+            e.add(f"# Each element read inline (pure Python only), as {fn} reads it.", ind + 1)
+            e.add("try:", ind + 1)
+            e.add(f"for {i} in range({n}):", ind + 2)
+            self._decode_struct(message, inner.struct, version, ind + 3, sfx)
+            e.add(f"{var}.append(obj{sfx})", ind + 3)
+            e.add("except DecodeError as exc:", ind + 1)
+            e.add(f'raise exc.within("{attr}[%d]" % {i})', ind + 2)
+            self.pure = saved
         elif inner.kind in _ARRAY_FMT or inner.kind == "bool":
             ch = _ARRAY_FMT.get(inner.kind, "b")
-            e.add("if cython.compiled:", ind)
-            e.add(f"{var} = [{_c_read(ch, f'{_WIDTH[ch]} * i')} for i in range({n})]", ind + 1)
-            # Pure Python: short arrays (nearly all: replica lists, ...) through precompiled formats.
-            e.add(f"elif {n} < _w.SMALL_ARRAY_MAX:", ind)
+            if self.pure:
+                e.add(f"if {n} < _w.SMALL_ARRAY_MAX:", ind)
+            else:
+                e.add("if cython.compiled:", ind)
+                e.add(f"{var} = [{_c_read(ch, f'{_WIDTH[ch]} * i')} for i in range({n})]", ind + 1)
+                # Pure Python: short arrays (nearly all: replica lists, ...) through precompiled formats.
+                e.add(f"elif {n} < _w.SMALL_ARRAY_MAX:", ind)
             e.add(f"{var} = list(_A_{ch}[{n}].unpack_from(buf, pos))", ind + 1)
             e.add("else:", ind)
             e.add(f'{var} = list(_unpack_from(">%d{ch}" % {n}, buf, pos))', ind + 1)
@@ -901,8 +940,8 @@ class ModuleGenerator:
             e.add(f"pos += {n} * 16", ind)
         elif inner.kind in ("string", "bytes"):
             e.add(f"{var} = []", ind)
-            e.add(f"for i in range({n}):", ind)
-            what = f'"{attr}[%d]" % i'
+            e.add(f"for {i} in range({n}):", ind)
+            what = f'"{attr}[%d]" % {i}'
             if it.compact:
                 self._read_varint("m", what, ind + 1, True)
             else:
@@ -923,36 +962,51 @@ class ModuleGenerator:
         else:
             raise NotImplementedError(f"array of {inner.kind}")
 
+    def _call_elements(self, it: _Item, fn: str, ind: int) -> None:
+        """Append ``n`` elements to the array's list, each read by a call of its decoder ``fn``."""
+        e, i = self.out, "i" + it.sfx
+        # One try around the loop, not one per element: entering a try costs in compiled code.
+        # Elements move the shared cursor, so no (object, position) tuple is built per element.
+        e.add(f"{i} = 0", ind)
+        e.add("cur.pos = pos", ind)
+        e.add("try:", ind)
+        e.add(f"for {i} in range({it.count}):", ind + 1)
+        e.add(f"{it.var}.append({fn}(buf, cur, {self.end}))", ind + 2)
+        e.add("except DecodeError as exc:", ind)
+        e.add(f'raise exc.within("{it.attr}[%d]" % {i})', ind + 1)
+        e.add("pos = cur.pos", ind)
+
     def _decode_tag_section(self, message: MessageSpec, struct: StructSpec, version: int,
-                            tagged: List[FieldSpec]) -> None:
+                            tagged: List[FieldSpec], ind: int = 1, sfx: str = "") -> None:
         """The tag section: an empty one is one zero byte (the common case, checked inline)."""
         e, end = self.out, self.end
+        unknown, spans, after, tag, t_end = (name + sfx for name in ("unknown", "spans", "after", "tag", "t_end"))
         known = tuple(f.tag for f in tagged)
-        e.add(f"if pos < {end} and buf[pos] == 0:", 1)
-        e.add("pos += 1", 2)
-        e.add("unknown = []", 2)
-        e.add("else:", 1)
+        e.add(f"if pos < {end} and buf[pos] == 0:", ind)
+        e.add("pos += 1", ind + 1)
+        e.add(f"{unknown} = []", ind + 1)
+        e.add("else:", ind)
         if not tagged:
-            e.add(f"unknown, spans, pos = _w.read_tag_section(buf, pos, {end}, ())", 2)
+            e.add(f"{unknown}, {spans}, pos = _w.read_tag_section(buf, pos, {end}, ())", ind + 1)
             return
-        e.add(f"unknown, spans, after = _w.read_tag_section(buf, pos, {end}, {known!r})", 2)
-        e.add("for tag, pos, t_end in spans:", 2)
+        e.add(f"{unknown}, {spans}, {after} = _w.read_tag_section(buf, pos, {end}, {known!r})", ind + 1)
+        e.add(f"for {tag}, pos, {t_end} in {spans}:", ind + 1)
         for index, f in enumerate(tagged):
-            e.add(f"{'if' if index == 0 else 'elif'} tag == {f.tag}:", 3)
-            it = _Item(f, f.nullable_in(version), f.compact_in(version, True))
-            saved, self.end = self.end, "t_end"
+            e.add(f"{'if' if index == 0 else 'elif'} {tag} == {f.tag}:", ind + 2)
+            it = _Item(f, f.nullable_in(version), f.compact_in(version, True), sfx)
+            saved, self.end = self.end, t_end
             try:
                 if it.prefix_fmt is not None:
-                    self._decode_run([it], version, message, 4)
+                    self._decode_run([it], version, message, ind + 3)
                 else:
-                    self._decode_body(it, version, message, 4)
+                    self._decode_body(it, version, message, ind + 3)
             finally:
                 self.end = saved
-            e.add("if pos != t_end:", 4)
-            e.add(f"raise _w.tag_size_mismatch({f.attr!r}, {f.tag}, pos, t_end)", 5)
+            e.add(f"if pos != {t_end}:", ind + 3)
+            e.add(f"raise _w.tag_size_mismatch({f.attr!r}, {f.tag}, pos, {t_end})", ind + 4)
             if f.type.kind == "bool":
-                e.add(f"f_{f.attr} = b_{f.attr}", 4)
-        e.add("pos = after", 2)
+                e.add(f"f_{f.attr}{sfx} = b_{f.attr}{sfx}", ind + 3)
+        e.add(f"pos = {after}", ind + 1)
 
     # ---- encoding
     def _encoder(self, fname: str, message: MessageSpec, struct: StructSpec, version: int) -> None:
