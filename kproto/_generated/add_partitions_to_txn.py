@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -138,7 +138,10 @@ def _enc_AddPartitionsToTxnRequest_v0(obj, out):
     if f_v3_and_below_transactional_id is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.v3_and_below_transactional_id")
     else:
-        f_v3_and_below_transactional_id = f_v3_and_below_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_v3_and_below_transactional_id = _utf8(f_v3_and_below_transactional_id)
+        else:
+            f_v3_and_below_transactional_id = f_v3_and_below_transactional_id.encode("utf-8")
         n_v3_and_below_transactional_id = len(f_v3_and_below_transactional_id)
         if n_v3_and_below_transactional_id > 32767:
             raise _w.string_too_long("AddPartitionsToTxnRequest.v3_and_below_transactional_id", n_v3_and_below_transactional_id)
@@ -149,7 +152,7 @@ def _enc_AddPartitionsToTxnRequest_v0(obj, out):
         out += _S_h.pack(n_v3_and_below_transactional_id)
     if n_v3_and_below_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_v3_and_below_transactional_id)
+            _put_text(out, f_v3_and_below_transactional_id)
         else:
             out += f_v3_and_below_transactional_id
     f_v3_and_below_topics = obj.v3_and_below_topics
@@ -263,7 +266,10 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
     if f_v3_and_below_transactional_id is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.v3_and_below_transactional_id")
     else:
-        f_v3_and_below_transactional_id = f_v3_and_below_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_v3_and_below_transactional_id = _utf8(f_v3_and_below_transactional_id)
+        else:
+            f_v3_and_below_transactional_id = f_v3_and_below_transactional_id.encode("utf-8")
         n_v3_and_below_transactional_id = len(f_v3_and_below_transactional_id)
         if n_v3_and_below_transactional_id > 32767:
             raise _w.string_too_long("AddPartitionsToTxnRequest.v3_and_below_transactional_id", n_v3_and_below_transactional_id)
@@ -275,7 +281,7 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
         _w.put_uvarint(out, n_v3_and_below_transactional_id + 1)
     if n_v3_and_below_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_v3_and_below_transactional_id)
+            _put_text(out, f_v3_and_below_transactional_id)
         else:
             out += f_v3_and_below_transactional_id
     if cython.compiled:
@@ -300,7 +306,10 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
@@ -380,7 +389,10 @@ def _enc_AddPartitionsToTxnRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, end):
@@ -480,7 +492,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
     if f_transactional_id is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id")
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id", n_transactional_id)
@@ -492,7 +507,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     if cython.compiled:
@@ -518,7 +533,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
@@ -579,7 +597,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name", n_name)
@@ -590,7 +611,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -690,7 +711,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
     if f_name is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name", n_name)
@@ -702,7 +726,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -725,7 +749,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnResponse_v0(buf, cur, end):
@@ -867,7 +894,10 @@ def _enc_AddPartitionsToTxnResponse_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
@@ -954,7 +984,10 @@ def _enc_AddPartitionsToTxnResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
@@ -1039,7 +1072,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
     if f_transactional_id is None:
         raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id")
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id", n_transactional_id)
@@ -1051,7 +1087,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     f_topic_results = obj.topic_results
@@ -1070,7 +1106,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, end):
@@ -1134,7 +1173,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name", n_name)
@@ -1145,7 +1187,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_results_by_partition = obj.results_by_partition
@@ -1244,7 +1286,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
     if f_name is None:
         raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name", n_name)
@@ -1256,7 +1301,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_results_by_partition = obj.results_by_partition
@@ -1275,7 +1320,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, cur, end):
@@ -1352,7 +1400,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(obj, ou
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(Struct):

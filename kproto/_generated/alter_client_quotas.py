@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -217,7 +217,10 @@ def _enc_AlterClientQuotasRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
@@ -408,7 +411,10 @@ def _enc_AlterClientQuotasRequest_EntryData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
@@ -475,7 +481,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("AlterClientQuotasRequest.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_type", n_entity_type)
@@ -486,14 +495,17 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_name", n_entity_name)
@@ -504,7 +516,7 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_name)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
 
@@ -594,7 +606,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("AlterClientQuotasRequest.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_type", n_entity_type)
@@ -606,14 +621,17 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_name", n_entity_name)
@@ -625,13 +643,16 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.EntityData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
@@ -688,7 +709,10 @@ def _enc_AlterClientQuotasRequest_OpData_v0(obj, out):
     if f_key is None:
         raise _w.not_nullable("AlterClientQuotasRequest.EntryData.OpData.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.OpData.key", n_key)
@@ -699,7 +723,7 @@ def _enc_AlterClientQuotasRequest_OpData_v0(obj, out):
         out += _S_h.pack(n_key)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     if cython.compiled:
@@ -777,7 +801,10 @@ def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
     if f_key is None:
         raise _w.not_nullable("AlterClientQuotasRequest.EntryData.OpData.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.OpData.key", n_key)
@@ -789,7 +816,7 @@ def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     if cython.compiled:
@@ -801,7 +828,10 @@ def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.OpData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasResponse_v0(buf, cur, end):
@@ -935,7 +965,10 @@ def _enc_AlterClientQuotasResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
@@ -1003,7 +1036,10 @@ def _enc_AlterClientQuotasResponse_EntryData_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.error_message", n_error_message)
@@ -1015,7 +1051,7 @@ def _enc_AlterClientQuotasResponse_EntryData_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_entity = obj.entity
@@ -1129,7 +1165,10 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.error_message", n_error_message)
@@ -1141,7 +1180,7 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_entity = obj.entity
@@ -1160,7 +1199,10 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
@@ -1227,7 +1269,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("AlterClientQuotasResponse.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
@@ -1238,14 +1283,17 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
@@ -1256,7 +1304,7 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_name)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
 
@@ -1346,7 +1394,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("AlterClientQuotasResponse.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
@@ -1358,14 +1409,17 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
@@ -1377,13 +1431,16 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData.EntityData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class AlterClientQuotasRequest_EntityData(Struct):

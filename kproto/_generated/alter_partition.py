@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -144,7 +144,10 @@ def _enc_AlterPartitionRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionRequest_v1(buf, cur, end):
@@ -228,7 +231,10 @@ def _enc_AlterPartitionRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionRequest_v2(buf, cur, end):
@@ -312,7 +318,10 @@ def _enc_AlterPartitionRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionRequest_v3(buf, cur, end):
@@ -396,7 +405,10 @@ def _enc_AlterPartitionRequest_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
@@ -482,7 +494,10 @@ def _enc_AlterPartitionRequest_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("AlterPartitionRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("AlterPartitionRequest.TopicData.topic_name", n_topic_name)
@@ -494,7 +509,7 @@ def _enc_AlterPartitionRequest_TopicData_v0(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -513,7 +528,10 @@ def _enc_AlterPartitionRequest_TopicData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
@@ -599,7 +617,10 @@ def _enc_AlterPartitionRequest_TopicData_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("AlterPartitionRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("AlterPartitionRequest.TopicData.topic_name", n_topic_name)
@@ -611,7 +632,7 @@ def _enc_AlterPartitionRequest_TopicData_v1(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -630,7 +651,10 @@ def _enc_AlterPartitionRequest_TopicData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionRequest_TopicData_v2(buf, cur, end):
@@ -705,7 +729,10 @@ def _enc_AlterPartitionRequest_TopicData_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionRequest_TopicData_v3(buf, cur, end):
@@ -780,7 +807,10 @@ def _enc_AlterPartitionRequest_TopicData_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end):
@@ -884,7 +914,10 @@ def _enc_AlterPartitionRequest_PartitionData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end):
@@ -988,7 +1021,10 @@ def _enc_AlterPartitionRequest_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end):
@@ -1091,7 +1127,10 @@ def _enc_AlterPartitionRequest_PartitionData_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionRequest_BrokerState_v3(buf, cur, end):
@@ -1134,7 +1173,10 @@ def _enc_AlterPartitionRequest_BrokerState_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData.BrokerState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionResponse_v0(buf, cur, end):
@@ -1218,7 +1260,10 @@ def _enc_AlterPartitionResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionResponse_v1(buf, cur, end):
@@ -1302,7 +1347,10 @@ def _enc_AlterPartitionResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionResponse_v2(buf, cur, end):
@@ -1386,7 +1434,10 @@ def _enc_AlterPartitionResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
@@ -1472,7 +1523,10 @@ def _enc_AlterPartitionResponse_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("AlterPartitionResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("AlterPartitionResponse.TopicData.topic_name", n_topic_name)
@@ -1484,7 +1538,7 @@ def _enc_AlterPartitionResponse_TopicData_v0(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1503,7 +1557,10 @@ def _enc_AlterPartitionResponse_TopicData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
@@ -1589,7 +1646,10 @@ def _enc_AlterPartitionResponse_TopicData_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("AlterPartitionResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("AlterPartitionResponse.TopicData.topic_name", n_topic_name)
@@ -1601,7 +1661,7 @@ def _enc_AlterPartitionResponse_TopicData_v1(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1620,7 +1680,10 @@ def _enc_AlterPartitionResponse_TopicData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionResponse_TopicData_v2(buf, cur, end):
@@ -1695,7 +1758,10 @@ def _enc_AlterPartitionResponse_TopicData_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
@@ -1800,7 +1866,10 @@ def _enc_AlterPartitionResponse_PartitionData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end):
@@ -1907,7 +1976,10 @@ def _enc_AlterPartitionResponse_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class AlterPartitionRequest_BrokerState(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -227,7 +227,10 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
     if f_cluster_id is None:
         raise _w.not_nullable("BrokerRegistrationRequest.cluster_id")
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
@@ -239,7 +242,7 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     out += obj.incarnation_id.bytes
@@ -273,7 +276,10 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
@@ -285,13 +291,16 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
@@ -466,7 +475,10 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
     if f_cluster_id is None:
         raise _w.not_nullable("BrokerRegistrationRequest.cluster_id")
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
@@ -478,7 +490,7 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     out += obj.incarnation_id.bytes
@@ -512,7 +524,10 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
@@ -524,7 +539,7 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if cython.compiled:
@@ -535,7 +550,10 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
@@ -729,7 +747,10 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
     if f_cluster_id is None:
         raise _w.not_nullable("BrokerRegistrationRequest.cluster_id")
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
@@ -741,7 +762,7 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     out += obj.incarnation_id.bytes
@@ -775,7 +796,10 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
@@ -787,7 +811,7 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if cython.compiled:
@@ -811,7 +835,10 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
@@ -1012,7 +1039,10 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
     if f_cluster_id is None:
         raise _w.not_nullable("BrokerRegistrationRequest.cluster_id")
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
@@ -1024,7 +1054,7 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     out += obj.incarnation_id.bytes
@@ -1058,7 +1088,10 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
@@ -1070,7 +1103,7 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if cython.compiled:
@@ -1099,7 +1132,10 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
@@ -1195,7 +1231,10 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("BrokerRegistrationRequest.Listener.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.Listener.name", n_name)
@@ -1207,14 +1246,17 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("BrokerRegistrationRequest.Listener.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.Listener.host", n_host)
@@ -1226,7 +1268,7 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1238,7 +1280,10 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Listener")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
@@ -1305,7 +1350,10 @@ def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("BrokerRegistrationRequest.Feature.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.Feature.name", n_name)
@@ -1317,7 +1365,7 @@ def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -1329,7 +1377,10 @@ def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Feature")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationResponse_v0(buf, cur, end):
@@ -1375,7 +1426,10 @@ def _enc_BrokerRegistrationResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class BrokerRegistrationRequest_Listener(Struct):

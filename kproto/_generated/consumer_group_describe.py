@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -174,7 +174,10 @@ def _enc_ConsumerGroupDescribeRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_v0(buf, cur, end):
@@ -255,7 +258,10 @@ def _enc_ConsumerGroupDescribeResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_v1(buf, cur, end):
@@ -336,7 +342,10 @@ def _enc_ConsumerGroupDescribeResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
@@ -541,7 +550,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
@@ -553,14 +565,17 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
@@ -572,14 +587,17 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
@@ -591,7 +609,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     if cython.compiled:
@@ -604,7 +622,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     if f_assignor_name is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name")
     else:
-        f_assignor_name = f_assignor_name.encode("utf-8")
+        if cython.compiled:
+            f_assignor_name = _utf8(f_assignor_name)
+        else:
+            f_assignor_name = f_assignor_name.encode("utf-8")
         n_assignor_name = len(f_assignor_name)
         if n_assignor_name > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name", n_assignor_name)
@@ -616,7 +637,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_assignor_name)
+            _put_text(out, f_assignor_name)
         else:
             out += f_assignor_name
     f_members = obj.members
@@ -640,7 +661,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
@@ -845,7 +869,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
@@ -857,14 +884,17 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
@@ -876,14 +906,17 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
@@ -895,7 +928,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     if cython.compiled:
@@ -908,7 +941,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     if f_assignor_name is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name")
     else:
-        f_assignor_name = f_assignor_name.encode("utf-8")
+        if cython.compiled:
+            f_assignor_name = _utf8(f_assignor_name)
+        else:
+            f_assignor_name = f_assignor_name.encode("utf-8")
         n_assignor_name = len(f_assignor_name)
         if n_assignor_name > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name", n_assignor_name)
@@ -920,7 +956,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_assignor_name)
+            _put_text(out, f_assignor_name)
         else:
             out += f_assignor_name
     f_members = obj.members
@@ -944,7 +980,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
@@ -1225,7 +1264,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
@@ -1237,14 +1279,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_instance_id = obj.instance_id
     if f_instance_id is None:
         n_instance_id = -1
     else:
-        f_instance_id = f_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_instance_id = _utf8(f_instance_id)
+        else:
+            f_instance_id = f_instance_id.encode("utf-8")
         n_instance_id = len(f_instance_id)
         if n_instance_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
@@ -1256,14 +1301,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_instance_id)
+            _put_text(out, f_instance_id)
         else:
             out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
@@ -1275,7 +1323,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     if cython.compiled:
@@ -1287,7 +1335,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     if f_client_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
@@ -1299,14 +1350,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
@@ -1318,7 +1372,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
@@ -1348,7 +1402,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     if f_subscribed_topic_regex is None:
         n_subscribed_topic_regex = -1
     else:
-        f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
+        if cython.compiled:
+            f_subscribed_topic_regex = _utf8(f_subscribed_topic_regex)
+        else:
+            f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
         n_subscribed_topic_regex = len(f_subscribed_topic_regex)
         if n_subscribed_topic_regex > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_regex", n_subscribed_topic_regex)
@@ -1360,7 +1417,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
         if cython.compiled:
-            _put_bytes(out, f_subscribed_topic_regex)
+            _put_text(out, f_subscribed_topic_regex)
         else:
             out += f_subscribed_topic_regex
     f_assignment = obj.assignment
@@ -1370,7 +1427,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
@@ -1656,7 +1716,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
@@ -1668,14 +1731,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_instance_id = obj.instance_id
     if f_instance_id is None:
         n_instance_id = -1
     else:
-        f_instance_id = f_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_instance_id = _utf8(f_instance_id)
+        else:
+            f_instance_id = f_instance_id.encode("utf-8")
         n_instance_id = len(f_instance_id)
         if n_instance_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
@@ -1687,14 +1753,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_instance_id)
+            _put_text(out, f_instance_id)
         else:
             out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
@@ -1706,7 +1775,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     if cython.compiled:
@@ -1718,7 +1787,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     if f_client_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
@@ -1730,14 +1802,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
@@ -1749,7 +1824,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
@@ -1779,7 +1854,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     if f_subscribed_topic_regex is None:
         n_subscribed_topic_regex = -1
     else:
-        f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
+        if cython.compiled:
+            f_subscribed_topic_regex = _utf8(f_subscribed_topic_regex)
+        else:
+            f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
         n_subscribed_topic_regex = len(f_subscribed_topic_regex)
         if n_subscribed_topic_regex > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_regex", n_subscribed_topic_regex)
@@ -1791,7 +1869,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
         if cython.compiled:
-            _put_bytes(out, f_subscribed_topic_regex)
+            _put_text(out, f_subscribed_topic_regex)
         else:
             out += f_subscribed_topic_regex
     f_assignment = obj.assignment
@@ -1806,7 +1884,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end):
@@ -1874,7 +1955,10 @@ def _enc_ConsumerGroupDescribeResponse_Assignment_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
@@ -1962,7 +2046,10 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name", n_topic_name)
@@ -1974,7 +2061,7 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1997,7 +2084,10 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ConsumerGroupDescribeRequest(Message):

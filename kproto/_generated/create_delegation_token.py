@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -219,7 +219,10 @@ def _enc_CreateDelegationTokenRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
@@ -345,7 +348,10 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
     if f_owner_principal_type is None:
         n_owner_principal_type = -1
     else:
-        f_owner_principal_type = f_owner_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_owner_principal_type = _utf8(f_owner_principal_type)
+        else:
+            f_owner_principal_type = f_owner_principal_type.encode("utf-8")
         n_owner_principal_type = len(f_owner_principal_type)
         if n_owner_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.owner_principal_type", n_owner_principal_type)
@@ -357,14 +363,17 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
         _w.put_uvarint(out, n_owner_principal_type + 1)
     if n_owner_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_owner_principal_type)
+            _put_text(out, f_owner_principal_type)
         else:
             out += f_owner_principal_type
     f_owner_principal_name = obj.owner_principal_name
     if f_owner_principal_name is None:
         n_owner_principal_name = -1
     else:
-        f_owner_principal_name = f_owner_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_owner_principal_name = _utf8(f_owner_principal_name)
+        else:
+            f_owner_principal_name = f_owner_principal_name.encode("utf-8")
         n_owner_principal_name = len(f_owner_principal_name)
         if n_owner_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.owner_principal_name", n_owner_principal_name)
@@ -376,7 +385,7 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
         _w.put_uvarint(out, n_owner_principal_name + 1)
     if n_owner_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_owner_principal_name)
+            _put_text(out, f_owner_principal_name)
         else:
             out += f_owner_principal_name
     f_renewers = obj.renewers
@@ -400,7 +409,10 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
@@ -465,7 +477,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_type", n_principal_type)
@@ -476,14 +491,17 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_name", n_principal_name)
@@ -494,7 +512,7 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
 
@@ -582,7 +600,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_type", n_principal_type)
@@ -594,14 +615,17 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_name", n_principal_name)
@@ -613,13 +637,16 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest.CreatableRenewers")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
@@ -740,7 +767,10 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_type", n_principal_type)
@@ -752,14 +782,17 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_principal_type)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_name", n_principal_name)
@@ -770,14 +803,17 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     f_token_id = obj.token_id
     if f_token_id is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_id")
     else:
-        f_token_id = f_token_id.encode("utf-8")
+        if cython.compiled:
+            f_token_id = _utf8(f_token_id)
+        else:
+            f_token_id = f_token_id.encode("utf-8")
         n_token_id = len(f_token_id)
         if n_token_id > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.token_id", n_token_id)
@@ -791,7 +827,7 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
         out += _S_qqqh.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms, n_token_id)
     if n_token_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_id)
+            _put_text(out, f_token_id)
         else:
             out += f_token_id
     f_hmac = obj.hmac
@@ -988,7 +1024,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_type", n_principal_type)
@@ -1000,14 +1039,17 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_name", n_principal_name)
@@ -1019,7 +1061,7 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     if cython.compiled:
@@ -1033,7 +1075,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     if f_token_id is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_id")
     else:
-        f_token_id = f_token_id.encode("utf-8")
+        if cython.compiled:
+            f_token_id = _utf8(f_token_id)
+        else:
+            f_token_id = f_token_id.encode("utf-8")
         n_token_id = len(f_token_id)
         if n_token_id > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.token_id", n_token_id)
@@ -1045,7 +1090,7 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_id)
+            _put_text(out, f_token_id)
         else:
             out += f_token_id
     f_hmac = obj.hmac
@@ -1072,7 +1117,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
@@ -1299,7 +1347,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_type", n_principal_type)
@@ -1311,14 +1362,17 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_name", n_principal_name)
@@ -1330,14 +1384,17 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     f_token_requester_principal_type = obj.token_requester_principal_type
     if f_token_requester_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_type")
     else:
-        f_token_requester_principal_type = f_token_requester_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_token_requester_principal_type = _utf8(f_token_requester_principal_type)
+        else:
+            f_token_requester_principal_type = f_token_requester_principal_type.encode("utf-8")
         n_token_requester_principal_type = len(f_token_requester_principal_type)
         if n_token_requester_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.token_requester_principal_type", n_token_requester_principal_type)
@@ -1349,14 +1406,17 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
         _w.put_uvarint(out, n_token_requester_principal_type + 1)
     if n_token_requester_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_requester_principal_type)
+            _put_text(out, f_token_requester_principal_type)
         else:
             out += f_token_requester_principal_type
     f_token_requester_principal_name = obj.token_requester_principal_name
     if f_token_requester_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_name")
     else:
-        f_token_requester_principal_name = f_token_requester_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_token_requester_principal_name = _utf8(f_token_requester_principal_name)
+        else:
+            f_token_requester_principal_name = f_token_requester_principal_name.encode("utf-8")
         n_token_requester_principal_name = len(f_token_requester_principal_name)
         if n_token_requester_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.token_requester_principal_name", n_token_requester_principal_name)
@@ -1368,7 +1428,7 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
         _w.put_uvarint(out, n_token_requester_principal_name + 1)
     if n_token_requester_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_requester_principal_name)
+            _put_text(out, f_token_requester_principal_name)
         else:
             out += f_token_requester_principal_name
     if cython.compiled:
@@ -1382,7 +1442,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     if f_token_id is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_id")
     else:
-        f_token_id = f_token_id.encode("utf-8")
+        if cython.compiled:
+            f_token_id = _utf8(f_token_id)
+        else:
+            f_token_id = f_token_id.encode("utf-8")
         n_token_id = len(f_token_id)
         if n_token_id > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.token_id", n_token_id)
@@ -1394,7 +1457,7 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_id)
+            _put_text(out, f_token_id)
         else:
             out += f_token_id
     f_hmac = obj.hmac
@@ -1421,7 +1484,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class CreateDelegationTokenRequest_CreatableRenewers(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -296,7 +296,10 @@ def _enc_CreateTopicsRequest_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
@@ -384,7 +387,10 @@ def _enc_CreateTopicsRequest_CreatableTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.name", n_name)
@@ -395,7 +401,7 @@ def _enc_CreateTopicsRequest_CreatableTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_assignments = obj.assignments
@@ -546,7 +552,10 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.name", n_name)
@@ -558,7 +567,7 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -596,7 +605,10 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end):
@@ -732,7 +744,10 @@ def _enc_CreateTopicsRequest_CreatableReplicaAssignment_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
@@ -799,7 +814,10 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name", n_name)
@@ -810,14 +828,17 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.value", n_value)
@@ -828,7 +849,7 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
         out += _S_h.pack(n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
 
@@ -918,7 +939,10 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name", n_name)
@@ -930,14 +954,17 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.value", n_value)
@@ -949,13 +976,16 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsResponse_v0(buf, cur, end):
@@ -1191,7 +1221,10 @@ def _enc_CreateTopicsResponse_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsResponse_v7(buf, cur, end):
@@ -1272,7 +1305,10 @@ def _enc_CreateTopicsResponse_v7(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
@@ -1330,7 +1366,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
@@ -1341,7 +1380,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -1422,7 +1461,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
@@ -1433,14 +1475,17 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_error_message = obj.error_message
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.error_message", n_error_message)
@@ -1452,7 +1497,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
 
@@ -1606,7 +1651,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
@@ -1618,7 +1666,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -1630,7 +1678,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.error_message", n_error_message)
@@ -1642,7 +1693,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -1677,7 +1728,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
@@ -1833,7 +1887,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
@@ -1845,7 +1902,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     out += obj.topic_id.bytes
@@ -1858,7 +1915,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.error_message", n_error_message)
@@ -1870,7 +1930,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -1905,7 +1965,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
@@ -2011,7 +2074,10 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name", n_name)
@@ -2023,14 +2089,17 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.value", n_value)
@@ -2042,7 +2111,7 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if cython.compiled:
@@ -2055,7 +2124,10 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class CreateTopicsRequest_CreatableReplicaAssignment(Struct):

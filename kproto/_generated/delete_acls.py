@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -241,7 +241,10 @@ def _enc_DeleteAclsRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
@@ -348,7 +351,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
     if f_resource_name_filter is None:
         n_resource_name_filter = -1
     else:
-        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        if cython.compiled:
+            f_resource_name_filter = _utf8(f_resource_name_filter)
+        else:
+            f_resource_name_filter = f_resource_name_filter.encode("utf-8")
         n_resource_name_filter = len(f_resource_name_filter)
         if n_resource_name_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", n_resource_name_filter)
@@ -360,14 +366,17 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name_filter)
+            _put_text(out, f_resource_name_filter)
         else:
             out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
     else:
-        f_principal_filter = f_principal_filter.encode("utf-8")
+        if cython.compiled:
+            f_principal_filter = _utf8(f_principal_filter)
+        else:
+            f_principal_filter = f_principal_filter.encode("utf-8")
         n_principal_filter = len(f_principal_filter)
         if n_principal_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.principal_filter", n_principal_filter)
@@ -378,14 +387,17 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
         out += _S_h.pack(n_principal_filter)
     if n_principal_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_filter)
+            _put_text(out, f_principal_filter)
         else:
             out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
     else:
-        f_host_filter = f_host_filter.encode("utf-8")
+        if cython.compiled:
+            f_host_filter = _utf8(f_host_filter)
+        else:
+            f_host_filter = f_host_filter.encode("utf-8")
         n_host_filter = len(f_host_filter)
         if n_host_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.host_filter", n_host_filter)
@@ -396,7 +408,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_filter)
+            _put_text(out, f_host_filter)
         else:
             out += f_host_filter
     if cython.compiled:
@@ -510,7 +522,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
     if f_resource_name_filter is None:
         n_resource_name_filter = -1
     else:
-        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        if cython.compiled:
+            f_resource_name_filter = _utf8(f_resource_name_filter)
+        else:
+            f_resource_name_filter = f_resource_name_filter.encode("utf-8")
         n_resource_name_filter = len(f_resource_name_filter)
         if n_resource_name_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", n_resource_name_filter)
@@ -522,14 +537,17 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name_filter)
+            _put_text(out, f_resource_name_filter)
         else:
             out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
     else:
-        f_principal_filter = f_principal_filter.encode("utf-8")
+        if cython.compiled:
+            f_principal_filter = _utf8(f_principal_filter)
+        else:
+            f_principal_filter = f_principal_filter.encode("utf-8")
         n_principal_filter = len(f_principal_filter)
         if n_principal_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.principal_filter", n_principal_filter)
@@ -541,14 +559,17 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
         out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
     if n_principal_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_filter)
+            _put_text(out, f_principal_filter)
         else:
             out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
     else:
-        f_host_filter = f_host_filter.encode("utf-8")
+        if cython.compiled:
+            f_host_filter = _utf8(f_host_filter)
+        else:
+            f_host_filter = f_host_filter.encode("utf-8")
         n_host_filter = len(f_host_filter)
         if n_host_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.host_filter", n_host_filter)
@@ -559,7 +580,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_filter)
+            _put_text(out, f_host_filter)
         else:
             out += f_host_filter
     if cython.compiled:
@@ -719,7 +740,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     if f_resource_name_filter is None:
         n_resource_name_filter = -1
     else:
-        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        if cython.compiled:
+            f_resource_name_filter = _utf8(f_resource_name_filter)
+        else:
+            f_resource_name_filter = f_resource_name_filter.encode("utf-8")
         n_resource_name_filter = len(f_resource_name_filter)
         if n_resource_name_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", n_resource_name_filter)
@@ -731,7 +755,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
         _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name_filter)
+            _put_text(out, f_resource_name_filter)
         else:
             out += f_resource_name_filter
     if cython.compiled:
@@ -743,7 +767,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     if f_principal_filter is None:
         n_principal_filter = -1
     else:
-        f_principal_filter = f_principal_filter.encode("utf-8")
+        if cython.compiled:
+            f_principal_filter = _utf8(f_principal_filter)
+        else:
+            f_principal_filter = f_principal_filter.encode("utf-8")
         n_principal_filter = len(f_principal_filter)
         if n_principal_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.principal_filter", n_principal_filter)
@@ -755,14 +782,17 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
         _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_filter)
+            _put_text(out, f_principal_filter)
         else:
             out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
     else:
-        f_host_filter = f_host_filter.encode("utf-8")
+        if cython.compiled:
+            f_host_filter = _utf8(f_host_filter)
+        else:
+            f_host_filter = f_host_filter.encode("utf-8")
         n_host_filter = len(f_host_filter)
         if n_host_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.host_filter", n_host_filter)
@@ -774,7 +804,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
         _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_filter)
+            _put_text(out, f_host_filter)
         else:
             out += f_host_filter
     if cython.compiled:
@@ -786,7 +816,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest.DeleteAclsFilter")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteAclsResponse_v0(buf, cur, end):
@@ -973,7 +1006,10 @@ def _enc_DeleteAclsResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
@@ -1041,7 +1077,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.error_message", n_error_message)
@@ -1053,7 +1092,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_matching_acls = obj.matching_acls
@@ -1135,7 +1174,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.error_message", n_error_message)
@@ -1147,7 +1189,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_matching_acls = obj.matching_acls
@@ -1261,7 +1303,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.error_message", n_error_message)
@@ -1273,7 +1318,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_matching_acls = obj.matching_acls
@@ -1292,7 +1337,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
@@ -1418,7 +1466,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", n_error_message)
@@ -1430,14 +1481,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", n_resource_name)
@@ -1449,14 +1503,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
     else:
-        f_principal = f_principal.encode("utf-8")
+        if cython.compiled:
+            f_principal = _utf8(f_principal)
+        else:
+            f_principal = f_principal.encode("utf-8")
         n_principal = len(f_principal)
         if n_principal > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", n_principal)
@@ -1467,14 +1524,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
         out += _S_h.pack(n_principal)
     if n_principal > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal)
+            _put_text(out, f_principal)
         else:
             out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", n_host)
@@ -1485,7 +1545,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
         out += _S_h.pack(n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1618,7 +1678,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", n_error_message)
@@ -1630,14 +1693,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", n_resource_name)
@@ -1649,14 +1715,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
     else:
-        f_principal = f_principal.encode("utf-8")
+        if cython.compiled:
+            f_principal = _utf8(f_principal)
+        else:
+            f_principal = f_principal.encode("utf-8")
         n_principal = len(f_principal)
         if n_principal > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", n_principal)
@@ -1668,14 +1737,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
         out += _S_bh.pack(obj.pattern_type, n_principal)
     if n_principal > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal)
+            _put_text(out, f_principal)
         else:
             out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", n_host)
@@ -1686,7 +1758,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
         out += _S_h.pack(n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1879,7 +1951,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", n_error_message)
@@ -1891,7 +1966,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -1903,7 +1978,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", n_resource_name)
@@ -1915,7 +1993,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     if cython.compiled:
@@ -1927,7 +2005,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     if f_principal is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
     else:
-        f_principal = f_principal.encode("utf-8")
+        if cython.compiled:
+            f_principal = _utf8(f_principal)
+        else:
+            f_principal = f_principal.encode("utf-8")
         n_principal = len(f_principal)
         if n_principal > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", n_principal)
@@ -1939,14 +2020,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal)
+            _put_text(out, f_principal)
         else:
             out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", n_host)
@@ -1958,7 +2042,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1970,7 +2054,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DeleteAclsRequest_DeleteAclsFilter(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -204,7 +204,10 @@ def _enc_DeleteRecordsRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
@@ -268,7 +271,10 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteRecordsRequest.DeleteRecordsTopic.name", n_name)
@@ -279,7 +285,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -378,7 +384,10 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteRecordsRequest.DeleteRecordsTopic.name", n_name)
@@ -390,7 +399,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -409,7 +418,10 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf, cur, end):
@@ -486,7 +498,10 @@ def _enc_DeleteRecordsRequest_DeleteRecordsPartition_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteRecordsResponse_v0(buf, cur, end):
@@ -620,7 +635,10 @@ def _enc_DeleteRecordsResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
@@ -684,7 +702,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteRecordsResponse.DeleteRecordsTopicResult.name", n_name)
@@ -695,7 +716,7 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -794,7 +815,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteRecordsResponse.DeleteRecordsTopicResult.name", n_name)
@@ -806,7 +830,7 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -825,7 +849,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf, cur, end):
@@ -908,7 +935,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DeleteRecordsRequest_DeleteRecordsPartition(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -218,7 +218,10 @@ def _enc_DescribeClientQuotasRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
@@ -287,7 +290,10 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("DescribeClientQuotasRequest.ComponentData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.entity_type", n_entity_type)
@@ -298,14 +304,17 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_match = obj.match
     if f_match is None:
         n_match = -1
     else:
-        f_match = f_match.encode("utf-8")
+        if cython.compiled:
+            f_match = _utf8(f_match)
+        else:
+            f_match = f_match.encode("utf-8")
         n_match = len(f_match)
         if n_match > 32767:
             raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.match", n_match)
@@ -317,7 +326,7 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
         out += _S_bh.pack(obj.match_type, n_match)
     if n_match > 0:
         if cython.compiled:
-            _put_bytes(out, f_match)
+            _put_text(out, f_match)
         else:
             out += f_match
 
@@ -415,7 +424,10 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("DescribeClientQuotasRequest.ComponentData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.entity_type", n_entity_type)
@@ -427,7 +439,7 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     if cython.compiled:
@@ -439,7 +451,10 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
     if f_match is None:
         n_match = -1
     else:
-        f_match = f_match.encode("utf-8")
+        if cython.compiled:
+            f_match = _utf8(f_match)
+        else:
+            f_match = f_match.encode("utf-8")
         n_match = len(f_match)
         if n_match > 32767:
             raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.match", n_match)
@@ -451,13 +466,16 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
         _w.put_uvarint(out, n_match + 1)
     if n_match > 0:
         if cython.compiled:
-            _put_bytes(out, f_match)
+            _put_text(out, f_match)
         else:
             out += f_match
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest.ComponentData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
@@ -530,7 +548,10 @@ def _enc_DescribeClientQuotasResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.error_message", n_error_message)
@@ -543,7 +564,7 @@ def _enc_DescribeClientQuotasResponse_v0(obj, out):
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_entries = obj.entries
@@ -664,7 +685,10 @@ def _enc_DescribeClientQuotasResponse_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.error_message", n_error_message)
@@ -676,7 +700,7 @@ def _enc_DescribeClientQuotasResponse_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_entries = obj.entries
@@ -696,7 +720,10 @@ def _enc_DescribeClientQuotasResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
@@ -887,7 +914,10 @@ def _enc_DescribeClientQuotasResponse_EntryData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
@@ -954,7 +984,10 @@ def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
@@ -965,14 +998,17 @@ def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
@@ -983,7 +1019,7 @@ def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_name)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
 
@@ -1073,7 +1109,10 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
@@ -1085,14 +1124,17 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
@@ -1104,13 +1146,16 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.EntityData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
@@ -1162,7 +1207,10 @@ def _enc_DescribeClientQuotasResponse_ValueData_v0(obj, out):
     if f_key is None:
         raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.ValueData.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.ValueData.key", n_key)
@@ -1173,7 +1221,7 @@ def _enc_DescribeClientQuotasResponse_ValueData_v0(obj, out):
         out += _S_h.pack(n_key)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     if cython.compiled:
@@ -1245,7 +1293,10 @@ def _enc_DescribeClientQuotasResponse_ValueData_v1(obj, out):
     if f_key is None:
         raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.ValueData.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.ValueData.key", n_key)
@@ -1257,7 +1308,7 @@ def _enc_DescribeClientQuotasResponse_ValueData_v1(obj, out):
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     if cython.compiled:
@@ -1268,7 +1319,10 @@ def _enc_DescribeClientQuotasResponse_ValueData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.ValueData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeClientQuotasRequest_ComponentData(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -367,7 +367,10 @@ def _enc_DescribeConfigsRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
@@ -445,7 +448,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsRequest.DescribeConfigsResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsRequest.DescribeConfigsResource.resource_name", n_resource_name)
@@ -457,7 +463,7 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configuration_keys = obj.configuration_keys
@@ -598,7 +604,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsRequest.DescribeConfigsResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsRequest.DescribeConfigsResource.resource_name", n_resource_name)
@@ -610,7 +619,7 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configuration_keys = obj.configuration_keys
@@ -640,7 +649,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest.DescribeConfigsResource")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeConfigsResponse_v0(buf, cur, end):
@@ -880,7 +892,10 @@ def _enc_DescribeConfigsResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
@@ -971,7 +986,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.error_message", n_error_message)
@@ -983,14 +1001,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.resource_name", n_resource_name)
@@ -1002,7 +1023,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -1107,7 +1128,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.error_message", n_error_message)
@@ -1119,14 +1143,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.resource_name", n_resource_name)
@@ -1138,7 +1165,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -1243,7 +1270,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.error_message", n_error_message)
@@ -1255,14 +1285,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.resource_name", n_resource_name)
@@ -1274,7 +1307,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -1425,7 +1458,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.error_message", n_error_message)
@@ -1437,7 +1473,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -1449,7 +1485,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.resource_name", n_resource_name)
@@ -1461,7 +1500,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -1480,7 +1519,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end):
@@ -1572,7 +1614,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", n_name)
@@ -1583,14 +1628,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", n_value)
@@ -1601,7 +1649,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
         out += _S_h.pack(n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if cython.compiled:
@@ -1714,7 +1762,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", n_name)
@@ -1725,14 +1776,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", n_value)
@@ -1743,7 +1797,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
         out += _S_h.pack(n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     f_synonyms = obj.synonyms
@@ -1887,7 +1941,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", n_name)
@@ -1898,14 +1955,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", n_value)
@@ -1916,7 +1976,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
         out += _S_h.pack(n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     f_synonyms = obj.synonyms
@@ -1938,7 +1998,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
     if f_documentation is None:
         n_documentation = -1
     else:
-        f_documentation = f_documentation.encode("utf-8")
+        if cython.compiled:
+            f_documentation = _utf8(f_documentation)
+        else:
+            f_documentation = f_documentation.encode("utf-8")
         n_documentation = len(f_documentation)
         if n_documentation > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", n_documentation)
@@ -1950,7 +2013,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
         out += _S_bh.pack(obj.config_type, n_documentation)
     if n_documentation > 0:
         if cython.compiled:
-            _put_bytes(out, f_documentation)
+            _put_text(out, f_documentation)
         else:
             out += f_documentation
 
@@ -2128,7 +2191,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", n_name)
@@ -2140,14 +2206,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", n_value)
@@ -2159,7 +2228,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if cython.compiled:
@@ -2191,7 +2260,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
     if f_documentation is None:
         n_documentation = -1
     else:
-        f_documentation = f_documentation.encode("utf-8")
+        if cython.compiled:
+            f_documentation = _utf8(f_documentation)
+        else:
+            f_documentation = f_documentation.encode("utf-8")
         n_documentation = len(f_documentation)
         if n_documentation > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", n_documentation)
@@ -2203,13 +2275,16 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
         _w.put_uvarint(out, n_documentation + 1)
     if n_documentation > 0:
         if cython.compiled:
-            _put_bytes(out, f_documentation)
+            _put_text(out, f_documentation)
         else:
             out += f_documentation
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
@@ -2284,7 +2359,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name", n_name)
@@ -2295,14 +2373,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.value", n_value)
@@ -2313,7 +2394,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
         out += _S_h.pack(n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if cython.compiled:
@@ -2416,7 +2497,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name", n_name)
@@ -2428,14 +2512,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.value", n_value)
@@ -2447,7 +2534,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if cython.compiled:
@@ -2458,7 +2545,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeConfigsRequest_DescribeConfigsResource(Struct):

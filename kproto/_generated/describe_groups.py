@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -331,7 +331,10 @@ def _enc_DescribeGroupsRequest_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeGroupsResponse_v0(buf, cur, end):
@@ -622,7 +625,10 @@ def _enc_DescribeGroupsResponse_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeGroupsResponse_v6(buf, cur, end):
@@ -703,7 +709,10 @@ def _enc_DescribeGroupsResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
@@ -838,7 +847,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
@@ -850,14 +862,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
@@ -868,14 +883,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
@@ -886,14 +904,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
     else:
-        f_protocol_data = f_protocol_data.encode("utf-8")
+        if cython.compiled:
+            f_protocol_data = _utf8(f_protocol_data)
+        else:
+            f_protocol_data = f_protocol_data.encode("utf-8")
         n_protocol_data = len(f_protocol_data)
         if n_protocol_data > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
@@ -904,7 +925,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_data)
+            _put_text(out, f_protocol_data)
         else:
             out += f_protocol_data
     f_members = obj.members
@@ -1058,7 +1079,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
@@ -1070,14 +1094,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
@@ -1088,14 +1115,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
@@ -1106,14 +1136,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
     else:
-        f_protocol_data = f_protocol_data.encode("utf-8")
+        if cython.compiled:
+            f_protocol_data = _utf8(f_protocol_data)
+        else:
+            f_protocol_data = f_protocol_data.encode("utf-8")
         n_protocol_data = len(f_protocol_data)
         if n_protocol_data > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
@@ -1124,7 +1157,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_data)
+            _put_text(out, f_protocol_data)
         else:
             out += f_protocol_data
     f_members = obj.members
@@ -1283,7 +1316,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
@@ -1295,14 +1331,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
@@ -1313,14 +1352,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
@@ -1331,14 +1373,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
     else:
-        f_protocol_data = f_protocol_data.encode("utf-8")
+        if cython.compiled:
+            f_protocol_data = _utf8(f_protocol_data)
+        else:
+            f_protocol_data = f_protocol_data.encode("utf-8")
         n_protocol_data = len(f_protocol_data)
         if n_protocol_data > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
@@ -1349,7 +1394,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_data)
+            _put_text(out, f_protocol_data)
         else:
             out += f_protocol_data
     f_members = obj.members
@@ -1564,7 +1609,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
@@ -1576,14 +1624,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
@@ -1595,14 +1646,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
@@ -1614,14 +1668,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
     else:
-        f_protocol_data = f_protocol_data.encode("utf-8")
+        if cython.compiled:
+            f_protocol_data = _utf8(f_protocol_data)
+        else:
+            f_protocol_data = f_protocol_data.encode("utf-8")
         n_protocol_data = len(f_protocol_data)
         if n_protocol_data > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
@@ -1633,7 +1690,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
         _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_data)
+            _put_text(out, f_protocol_data)
         else:
             out += f_protocol_data
     f_members = obj.members
@@ -1657,7 +1714,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
@@ -1881,7 +1941,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.error_message", n_error_message)
@@ -1893,14 +1956,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
@@ -1912,14 +1978,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
@@ -1931,14 +2000,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
@@ -1950,14 +2022,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
     else:
-        f_protocol_data = f_protocol_data.encode("utf-8")
+        if cython.compiled:
+            f_protocol_data = _utf8(f_protocol_data)
+        else:
+            f_protocol_data = f_protocol_data.encode("utf-8")
         n_protocol_data = len(f_protocol_data)
         if n_protocol_data > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
@@ -1969,7 +2044,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
         _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_data)
+            _put_text(out, f_protocol_data)
         else:
             out += f_protocol_data
     f_members = obj.members
@@ -1993,7 +2068,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
@@ -2106,7 +2184,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", n_member_id)
@@ -2117,14 +2198,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", n_client_id)
@@ -2135,14 +2219,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         out += _S_h.pack(n_client_id)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", n_client_host)
@@ -2153,7 +2240,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         out += _S_h.pack(n_client_host)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     f_member_metadata = obj.member_metadata
@@ -2320,7 +2407,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", n_member_id)
@@ -2331,14 +2421,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", n_group_instance_id)
@@ -2349,14 +2442,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", n_client_id)
@@ -2367,14 +2463,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
         out += _S_h.pack(n_client_id)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", n_client_host)
@@ -2385,7 +2484,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
         out += _S_h.pack(n_client_host)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     f_member_metadata = obj.member_metadata
@@ -2605,7 +2704,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", n_member_id)
@@ -2617,14 +2719,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", n_group_instance_id)
@@ -2636,14 +2741,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", n_client_id)
@@ -2655,14 +2763,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", n_client_host)
@@ -2674,7 +2785,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     f_member_metadata = obj.member_metadata
@@ -2712,7 +2823,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeGroupsRequest(Message):

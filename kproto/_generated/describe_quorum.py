@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -135,7 +135,10 @@ def _enc_DescribeQuorumRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
@@ -220,7 +223,10 @@ def _enc_DescribeQuorumRequest_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("DescribeQuorumRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("DescribeQuorumRequest.TopicData.topic_name", n_topic_name)
@@ -232,7 +238,7 @@ def _enc_DescribeQuorumRequest_TopicData_v0(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -251,7 +257,10 @@ def _enc_DescribeQuorumRequest_TopicData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumRequest_PartitionData_v0(buf, cur, end):
@@ -291,7 +300,10 @@ def _enc_DescribeQuorumRequest_PartitionData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_v0(buf, cur, end):
@@ -376,7 +388,10 @@ def _enc_DescribeQuorumResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_v1(buf, cur, end):
@@ -461,7 +476,10 @@ def _enc_DescribeQuorumResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_v2(buf, cur, end):
@@ -589,7 +607,10 @@ def _enc_DescribeQuorumResponse_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeQuorumResponse.error_message", n_error_message)
@@ -601,7 +622,7 @@ def _enc_DescribeQuorumResponse_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_topics = obj.topics
@@ -633,7 +654,10 @@ def _enc_DescribeQuorumResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
@@ -718,7 +742,10 @@ def _enc_DescribeQuorumResponse_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("DescribeQuorumResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("DescribeQuorumResponse.TopicData.topic_name", n_topic_name)
@@ -730,7 +757,7 @@ def _enc_DescribeQuorumResponse_TopicData_v0(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -749,7 +776,10 @@ def _enc_DescribeQuorumResponse_TopicData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
@@ -834,7 +864,10 @@ def _enc_DescribeQuorumResponse_TopicData_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("DescribeQuorumResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("DescribeQuorumResponse.TopicData.topic_name", n_topic_name)
@@ -846,7 +879,7 @@ def _enc_DescribeQuorumResponse_TopicData_v1(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -865,7 +898,10 @@ def _enc_DescribeQuorumResponse_TopicData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
@@ -950,7 +986,10 @@ def _enc_DescribeQuorumResponse_TopicData_v2(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("DescribeQuorumResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("DescribeQuorumResponse.TopicData.topic_name", n_topic_name)
@@ -962,7 +1001,7 @@ def _enc_DescribeQuorumResponse_TopicData_v2(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -981,7 +1020,10 @@ def _enc_DescribeQuorumResponse_TopicData_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
@@ -1116,7 +1158,10 @@ def _enc_DescribeQuorumResponse_PartitionData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
@@ -1251,7 +1296,10 @@ def _enc_DescribeQuorumResponse_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
@@ -1394,7 +1442,10 @@ def _enc_DescribeQuorumResponse_PartitionData_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeQuorumResponse.TopicData.PartitionData.error_message", n_error_message)
@@ -1406,7 +1457,7 @@ def _enc_DescribeQuorumResponse_PartitionData_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -1445,7 +1496,10 @@ def _enc_DescribeQuorumResponse_PartitionData_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end):
@@ -1493,7 +1547,10 @@ def _enc_DescribeQuorumResponse_ReplicaState_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData.ReplicaState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end):
@@ -1545,7 +1602,10 @@ def _enc_DescribeQuorumResponse_ReplicaState_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData.ReplicaState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end):
@@ -1610,7 +1670,10 @@ def _enc_DescribeQuorumResponse_ReplicaState_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData.ReplicaState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_Node_v2(buf, cur, end):
@@ -1691,7 +1754,10 @@ def _enc_DescribeQuorumResponse_Node_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.Node")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
@@ -1785,7 +1851,10 @@ def _enc_DescribeQuorumResponse_Listener_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeQuorumResponse.Node.Listener.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeQuorumResponse.Node.Listener.name", n_name)
@@ -1797,14 +1866,17 @@ def _enc_DescribeQuorumResponse_Listener_v2(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DescribeQuorumResponse.Node.Listener.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("DescribeQuorumResponse.Node.Listener.host", n_host)
@@ -1816,7 +1888,7 @@ def _enc_DescribeQuorumResponse_Listener_v2(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1827,7 +1899,10 @@ def _enc_DescribeQuorumResponse_Listener_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.Node.Listener")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeQuorumRequest_PartitionData(Struct):

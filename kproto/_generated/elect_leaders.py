@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -306,7 +306,10 @@ def _enc_ElectLeadersRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
@@ -367,7 +370,10 @@ def _enc_ElectLeadersRequest_TopicPartitions_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("ElectLeadersRequest.TopicPartitions.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("ElectLeadersRequest.TopicPartitions.topic", n_topic)
@@ -378,7 +384,7 @@ def _enc_ElectLeadersRequest_TopicPartitions_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -478,7 +484,10 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
     if f_topic is None:
         raise _w.not_nullable("ElectLeadersRequest.TopicPartitions.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("ElectLeadersRequest.TopicPartitions.topic", n_topic)
@@ -490,7 +499,7 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -513,7 +522,10 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest.TopicPartitions")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ElectLeadersResponse_v0(buf, cur, end):
@@ -709,7 +721,10 @@ def _enc_ElectLeadersResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
@@ -773,7 +788,10 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.topic", n_topic)
@@ -784,7 +802,7 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partition_result = obj.partition_result
@@ -883,7 +901,10 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
     if f_topic is None:
         raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.topic", n_topic)
@@ -895,7 +916,7 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partition_result = obj.partition_result
@@ -914,7 +935,10 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end):
@@ -964,7 +988,10 @@ def _enc_ElectLeadersResponse_PartitionResult_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.PartitionResult.error_message", n_error_message)
@@ -977,7 +1004,7 @@ def _enc_ElectLeadersResponse_PartitionResult_v0(obj, out):
         out += _S_ihh.pack(obj.partition_id, obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
 
@@ -1054,7 +1081,10 @@ def _enc_ElectLeadersResponse_PartitionResult_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.PartitionResult.error_message", n_error_message)
@@ -1066,13 +1096,16 @@ def _enc_ElectLeadersResponse_PartitionResult_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ElectLeadersRequest_TopicPartitions(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -134,7 +134,10 @@ def _enc_EndQuorumEpochRequest_v0(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.cluster_id", n_cluster_id)
@@ -145,7 +148,7 @@ def _enc_EndQuorumEpochRequest_v0(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -274,7 +277,10 @@ def _enc_EndQuorumEpochRequest_v1(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.cluster_id", n_cluster_id)
@@ -286,7 +292,7 @@ def _enc_EndQuorumEpochRequest_v1(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -318,7 +324,10 @@ def _enc_EndQuorumEpochRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
@@ -382,7 +391,10 @@ def _enc_EndQuorumEpochRequest_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("EndQuorumEpochRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.TopicData.topic_name", n_topic_name)
@@ -393,7 +405,7 @@ def _enc_EndQuorumEpochRequest_TopicData_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -492,7 +504,10 @@ def _enc_EndQuorumEpochRequest_TopicData_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("EndQuorumEpochRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.TopicData.topic_name", n_topic_name)
@@ -504,7 +519,7 @@ def _enc_EndQuorumEpochRequest_TopicData_v1(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -523,7 +538,10 @@ def _enc_EndQuorumEpochRequest_TopicData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochRequest_PartitionData_v0(buf, cur, end):
@@ -672,7 +690,10 @@ def _enc_EndQuorumEpochRequest_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end):
@@ -718,7 +739,10 @@ def _enc_EndQuorumEpochRequest_ReplicaInfo_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
@@ -812,7 +836,10 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("EndQuorumEpochRequest.LeaderEndpoint.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.LeaderEndpoint.name", n_name)
@@ -824,14 +851,17 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("EndQuorumEpochRequest.LeaderEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.LeaderEndpoint.host", n_host)
@@ -843,7 +873,7 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -854,7 +884,10 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.LeaderEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochResponse_v0(buf, cur, end):
@@ -1042,7 +1075,10 @@ def _enc_EndQuorumEpochResponse_v1(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "EndQuorumEpochResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
@@ -1106,7 +1142,10 @@ def _enc_EndQuorumEpochResponse_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("EndQuorumEpochResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("EndQuorumEpochResponse.TopicData.topic_name", n_topic_name)
@@ -1117,7 +1156,7 @@ def _enc_EndQuorumEpochResponse_TopicData_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1216,7 +1255,10 @@ def _enc_EndQuorumEpochResponse_TopicData_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("EndQuorumEpochResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("EndQuorumEpochResponse.TopicData.topic_name", n_topic_name)
@@ -1228,7 +1270,7 @@ def _enc_EndQuorumEpochResponse_TopicData_v1(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1247,7 +1289,10 @@ def _enc_EndQuorumEpochResponse_TopicData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochResponse_PartitionData_v0(buf, cur, end):
@@ -1336,7 +1381,10 @@ def _enc_EndQuorumEpochResponse_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
@@ -1414,7 +1462,10 @@ def _enc_EndQuorumEpochResponse_NodeEndpoint_v1(obj, out):
     if f_host is None:
         raise _w.not_nullable("EndQuorumEpochResponse.NodeEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("EndQuorumEpochResponse.NodeEndpoint.host", n_host)
@@ -1426,7 +1477,7 @@ def _enc_EndQuorumEpochResponse_NodeEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1437,7 +1488,10 @@ def _enc_EndQuorumEpochResponse_NodeEndpoint_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.NodeEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class EndQuorumEpochRequest_ReplicaInfo(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -824,7 +824,10 @@ def _enc_FetchRequest_v11(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -835,7 +838,7 @@ def _enc_FetchRequest_v11(obj, out):
         out += _S_h.pack(n_rack_id)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
 
@@ -1058,7 +1061,10 @@ def _enc_FetchRequest_v12(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -1070,7 +1076,7 @@ def _enc_FetchRequest_v12(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     known = []
@@ -1080,7 +1086,10 @@ def _enc_FetchRequest_v12(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
@@ -1092,14 +1101,17 @@ def _enc_FetchRequest_v12(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_v13(buf, cur, end):
@@ -1320,7 +1332,10 @@ def _enc_FetchRequest_v13(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -1332,7 +1347,7 @@ def _enc_FetchRequest_v13(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     known = []
@@ -1342,7 +1357,10 @@ def _enc_FetchRequest_v13(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
@@ -1354,14 +1372,17 @@ def _enc_FetchRequest_v13(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_v15(buf, cur, end):
@@ -1586,7 +1607,10 @@ def _enc_FetchRequest_v15(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -1598,7 +1622,7 @@ def _enc_FetchRequest_v15(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     known = []
@@ -1608,7 +1632,10 @@ def _enc_FetchRequest_v15(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
@@ -1620,7 +1647,7 @@ def _enc_FetchRequest_v15(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
@@ -1636,7 +1663,10 @@ def _enc_FetchRequest_v15(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_v17(buf, cur, end):
@@ -1861,7 +1891,10 @@ def _enc_FetchRequest_v17(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -1873,7 +1906,7 @@ def _enc_FetchRequest_v17(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     known = []
@@ -1883,7 +1916,10 @@ def _enc_FetchRequest_v17(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
@@ -1895,7 +1931,7 @@ def _enc_FetchRequest_v17(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
@@ -1911,7 +1947,10 @@ def _enc_FetchRequest_v17(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_v18(buf, cur, end):
@@ -2136,7 +2175,10 @@ def _enc_FetchRequest_v18(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -2148,7 +2190,7 @@ def _enc_FetchRequest_v18(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     known = []
@@ -2158,7 +2200,10 @@ def _enc_FetchRequest_v18(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
@@ -2170,7 +2215,7 @@ def _enc_FetchRequest_v18(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
@@ -2186,7 +2231,10 @@ def _enc_FetchRequest_v18(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_ReplicaState_v15(buf, cur, end):
@@ -2229,7 +2277,10 @@ def _enc_FetchRequest_ReplicaState_v15(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.ReplicaState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
@@ -2294,7 +2345,10 @@ def _enc_FetchRequest_FetchTopic_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
@@ -2305,7 +2359,7 @@ def _enc_FetchRequest_FetchTopic_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -2384,7 +2438,10 @@ def _enc_FetchRequest_FetchTopic_v5(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
@@ -2395,7 +2452,7 @@ def _enc_FetchRequest_FetchTopic_v5(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -2474,7 +2531,10 @@ def _enc_FetchRequest_FetchTopic_v9(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
@@ -2485,7 +2545,7 @@ def _enc_FetchRequest_FetchTopic_v9(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -2585,7 +2645,10 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
@@ -2597,7 +2660,7 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -2616,7 +2679,10 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
@@ -2691,7 +2757,10 @@ def _enc_FetchRequest_FetchTopic_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
@@ -2766,7 +2835,10 @@ def _enc_FetchRequest_FetchTopic_v17(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
@@ -2841,7 +2913,10 @@ def _enc_FetchRequest_FetchTopic_v18(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchPartition_v0(buf, cur, end):
@@ -3036,7 +3111,10 @@ def _enc_FetchRequest_FetchPartition_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic.FetchPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchPartition_v17(buf, cur, end):
@@ -3108,7 +3186,10 @@ def _enc_FetchRequest_FetchPartition_v17(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest.FetchTopic.FetchPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchPartition_v18(buf, cur, end):
@@ -3199,7 +3280,10 @@ def _enc_FetchRequest_FetchPartition_v18(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest.FetchTopic.FetchPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
@@ -3261,7 +3345,10 @@ def _enc_FetchRequest_ForgottenTopic_v7(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.ForgottenTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.ForgottenTopic.topic", n_topic)
@@ -3272,7 +3359,7 @@ def _enc_FetchRequest_ForgottenTopic_v7(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -3373,7 +3460,10 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.ForgottenTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.ForgottenTopic.topic", n_topic)
@@ -3385,7 +3475,7 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -3408,7 +3498,10 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.ForgottenTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
@@ -3484,7 +3577,10 @@ def _enc_FetchRequest_ForgottenTopic_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.ForgottenTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_v0(buf, cur, end):
@@ -3936,7 +4032,10 @@ def _enc_FetchResponse_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_v13(buf, cur, end):
@@ -4026,7 +4125,10 @@ def _enc_FetchResponse_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_v16(buf, cur, end):
@@ -4164,7 +4266,10 @@ def _enc_FetchResponse_v16(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
@@ -4229,7 +4334,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
@@ -4240,7 +4348,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -4319,7 +4427,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v4(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
@@ -4330,7 +4441,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v4(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -4409,7 +4520,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v5(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
@@ -4420,7 +4534,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v5(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -4499,7 +4613,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v11(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
@@ -4510,7 +4627,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v11(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -4610,7 +4727,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
@@ -4622,7 +4742,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -4641,7 +4761,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
@@ -4716,7 +4839,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
@@ -5489,7 +5615,10 @@ def _enc_FetchResponse_PartitionData_v12(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_EpochEndOffset_v12(buf, cur, end):
@@ -5532,7 +5661,10 @@ def _enc_FetchResponse_EpochEndOffset_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, end):
@@ -5575,7 +5707,10 @@ def _enc_FetchResponse_LeaderIdAndEpoch_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_SnapshotId_v12(buf, cur, end):
@@ -5618,7 +5753,10 @@ def _enc_FetchResponse_SnapshotId_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_AbortedTransaction_v4(buf, cur, end):
@@ -5695,7 +5833,10 @@ def _enc_FetchResponse_AbortedTransaction_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
@@ -5804,7 +5945,10 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
     if f_host is None:
         raise _w.not_nullable("FetchResponse.NodeEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("FetchResponse.NodeEndpoint.host", n_host)
@@ -5816,7 +5960,7 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -5828,7 +5972,10 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("FetchResponse.NodeEndpoint.rack", n_rack)
@@ -5840,13 +5987,16 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.NodeEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _is_default_FetchRequest_ReplicaState(value):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -186,7 +186,10 @@ def _enc_JoinGroupRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
@@ -197,14 +200,17 @@ def _enc_JoinGroupRequest_v0(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
@@ -216,14 +222,17 @@ def _enc_JoinGroupRequest_v0(obj, out):
         out += _S_ih.pack(obj.session_timeout_ms, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
@@ -234,7 +243,7 @@ def _enc_JoinGroupRequest_v0(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocols = obj.protocols
@@ -362,7 +371,10 @@ def _enc_JoinGroupRequest_v1(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
@@ -373,14 +385,17 @@ def _enc_JoinGroupRequest_v1(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
@@ -393,14 +408,17 @@ def _enc_JoinGroupRequest_v1(obj, out):
         out += _S_iih.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
@@ -411,7 +429,7 @@ def _enc_JoinGroupRequest_v1(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocols = obj.protocols
@@ -559,7 +577,10 @@ def _enc_JoinGroupRequest_v5(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
@@ -570,14 +591,17 @@ def _enc_JoinGroupRequest_v5(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
@@ -590,14 +614,17 @@ def _enc_JoinGroupRequest_v5(obj, out):
         out += _S_iih.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
@@ -608,14 +635,17 @@ def _enc_JoinGroupRequest_v5(obj, out):
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
@@ -626,7 +656,7 @@ def _enc_JoinGroupRequest_v5(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocols = obj.protocols
@@ -825,7 +855,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
@@ -837,7 +870,7 @@ def _enc_JoinGroupRequest_v6(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     if cython.compiled:
@@ -850,7 +883,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
@@ -862,14 +898,17 @@ def _enc_JoinGroupRequest_v6(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
@@ -881,14 +920,17 @@ def _enc_JoinGroupRequest_v6(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
@@ -900,7 +942,7 @@ def _enc_JoinGroupRequest_v6(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocols = obj.protocols
@@ -919,7 +961,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupRequest_v8(buf, cur, end):
@@ -1134,7 +1179,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
@@ -1146,7 +1194,7 @@ def _enc_JoinGroupRequest_v8(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     if cython.compiled:
@@ -1159,7 +1207,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
@@ -1171,14 +1222,17 @@ def _enc_JoinGroupRequest_v8(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
@@ -1190,14 +1244,17 @@ def _enc_JoinGroupRequest_v8(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
@@ -1209,7 +1266,7 @@ def _enc_JoinGroupRequest_v8(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocols = obj.protocols
@@ -1229,7 +1286,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     if f_reason is None:
         n_reason = -1
     else:
-        f_reason = f_reason.encode("utf-8")
+        if cython.compiled:
+            f_reason = _utf8(f_reason)
+        else:
+            f_reason = f_reason.encode("utf-8")
         n_reason = len(f_reason)
         if n_reason > 32767:
             raise _w.string_too_long("JoinGroupRequest.reason", n_reason)
@@ -1241,13 +1301,16 @@ def _enc_JoinGroupRequest_v8(obj, out):
         _w.put_uvarint(out, n_reason + 1)
     if n_reason > 0:
         if cython.compiled:
-            _put_bytes(out, f_reason)
+            _put_text(out, f_reason)
         else:
             out += f_reason
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
@@ -1304,7 +1367,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("JoinGroupRequest.JoinGroupRequestProtocol.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("JoinGroupRequest.JoinGroupRequestProtocol.name", n_name)
@@ -1315,7 +1381,7 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_metadata = obj.metadata
@@ -1410,7 +1476,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("JoinGroupRequest.JoinGroupRequestProtocol.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("JoinGroupRequest.JoinGroupRequestProtocol.name", n_name)
@@ -1422,7 +1491,7 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_metadata = obj.metadata
@@ -1444,7 +1513,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest.JoinGroupRequestProtocol")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupResponse_v0(buf, cur, end):
@@ -1559,7 +1631,10 @@ def _enc_JoinGroupResponse_v0(obj, out):
     if f_protocol_name is None:
         raise _w.not_nullable("JoinGroupResponse.protocol_name")
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -1572,14 +1647,17 @@ def _enc_JoinGroupResponse_v0(obj, out):
         out += _S_hih.pack(obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -1590,14 +1668,17 @@ def _enc_JoinGroupResponse_v0(obj, out):
         out += _S_h.pack(n_leader)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -1608,7 +1689,7 @@ def _enc_JoinGroupResponse_v0(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -1738,7 +1819,10 @@ def _enc_JoinGroupResponse_v2(obj, out):
     if f_protocol_name is None:
         raise _w.not_nullable("JoinGroupResponse.protocol_name")
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -1752,14 +1836,17 @@ def _enc_JoinGroupResponse_v2(obj, out):
         out += _S_ihih.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -1770,14 +1857,17 @@ def _enc_JoinGroupResponse_v2(obj, out):
         out += _S_h.pack(n_leader)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -1788,7 +1878,7 @@ def _enc_JoinGroupResponse_v2(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -1918,7 +2008,10 @@ def _enc_JoinGroupResponse_v5(obj, out):
     if f_protocol_name is None:
         raise _w.not_nullable("JoinGroupResponse.protocol_name")
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -1932,14 +2025,17 @@ def _enc_JoinGroupResponse_v5(obj, out):
         out += _S_ihih.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -1950,14 +2046,17 @@ def _enc_JoinGroupResponse_v5(obj, out):
         out += _S_h.pack(n_leader)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -1968,7 +2067,7 @@ def _enc_JoinGroupResponse_v5(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -2148,7 +2247,10 @@ def _enc_JoinGroupResponse_v6(obj, out):
     if f_protocol_name is None:
         raise _w.not_nullable("JoinGroupResponse.protocol_name")
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -2160,14 +2262,17 @@ def _enc_JoinGroupResponse_v6(obj, out):
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -2179,14 +2284,17 @@ def _enc_JoinGroupResponse_v6(obj, out):
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -2198,7 +2306,7 @@ def _enc_JoinGroupResponse_v6(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -2217,7 +2325,10 @@ def _enc_JoinGroupResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupResponse_v7(buf, cur, end):
@@ -2415,7 +2526,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     if f_protocol_type is None:
         n_protocol_type = -1
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_type", n_protocol_type)
@@ -2427,14 +2541,17 @@ def _enc_JoinGroupResponse_v7(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -2446,14 +2563,17 @@ def _enc_JoinGroupResponse_v7(obj, out):
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -2465,14 +2585,17 @@ def _enc_JoinGroupResponse_v7(obj, out):
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -2484,7 +2607,7 @@ def _enc_JoinGroupResponse_v7(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -2503,7 +2626,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupResponse_v9(buf, cur, end):
@@ -2709,7 +2835,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     if f_protocol_type is None:
         n_protocol_type = -1
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_type", n_protocol_type)
@@ -2721,14 +2850,17 @@ def _enc_JoinGroupResponse_v9(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -2740,14 +2872,17 @@ def _enc_JoinGroupResponse_v9(obj, out):
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -2759,7 +2894,7 @@ def _enc_JoinGroupResponse_v9(obj, out):
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     if cython.compiled:
@@ -2771,7 +2906,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -2783,7 +2921,7 @@ def _enc_JoinGroupResponse_v9(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -2802,7 +2940,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
@@ -2860,7 +3001,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.member_id", n_member_id)
@@ -2871,7 +3015,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_metadata = obj.metadata
@@ -2968,7 +3112,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.member_id", n_member_id)
@@ -2979,14 +3126,17 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.group_instance_id", n_group_instance_id)
@@ -2997,7 +3147,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_metadata = obj.metadata
@@ -3123,7 +3273,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.member_id", n_member_id)
@@ -3135,14 +3288,17 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.group_instance_id", n_group_instance_id)
@@ -3154,7 +3310,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_metadata = obj.metadata
@@ -3176,7 +3332,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse.JoinGroupResponseMember")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class JoinGroupRequest_JoinGroupRequestProtocol(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -620,7 +620,10 @@ def _enc_LeaderAndIsrRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
@@ -757,7 +760,10 @@ def _enc_LeaderAndIsrRequest_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
@@ -894,7 +900,10 @@ def _enc_LeaderAndIsrRequest_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
@@ -1034,7 +1043,10 @@ def _enc_LeaderAndIsrRequest_v7(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
@@ -1128,7 +1140,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name", n_topic_name)
@@ -1139,7 +1154,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_isr = obj.isr
@@ -1282,7 +1297,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name", n_topic_name)
@@ -1293,7 +1311,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_isr = obj.isr
@@ -1893,7 +1911,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrPartitionState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
@@ -2143,7 +2164,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrPartitionState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
@@ -2208,7 +2232,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
@@ -2219,7 +2246,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partition_states = obj.partition_states
@@ -2298,7 +2325,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
@@ -2309,7 +2339,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partition_states = obj.partition_states
@@ -2409,7 +2439,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
@@ -2421,7 +2454,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partition_states = obj.partition_states
@@ -2440,7 +2473,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
@@ -2530,7 +2566,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
@@ -2542,7 +2581,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     out += obj.topic_id.bytes
@@ -2562,7 +2601,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
@@ -2652,7 +2694,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
@@ -2664,7 +2709,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     out += obj.topic_id.bytes
@@ -2684,7 +2729,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
@@ -2738,7 +2786,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
     if f_host_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name")
     else:
-        f_host_name = f_host_name.encode("utf-8")
+        if cython.compiled:
+            f_host_name = _utf8(f_host_name)
+        else:
+            f_host_name = f_host_name.encode("utf-8")
         n_host_name = len(f_host_name)
         if n_host_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", n_host_name)
@@ -2750,7 +2801,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
         out += _S_ih.pack(obj.broker_id, n_host_name)
     if n_host_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_name)
+            _put_text(out, f_host_name)
         else:
             out += f_host_name
     if cython.compiled:
@@ -2835,7 +2886,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
     if f_host_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name")
     else:
-        f_host_name = f_host_name.encode("utf-8")
+        if cython.compiled:
+            f_host_name = _utf8(f_host_name)
+        else:
+            f_host_name = f_host_name.encode("utf-8")
         n_host_name = len(f_host_name)
         if n_host_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", n_host_name)
@@ -2847,7 +2901,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
         _w.put_uvarint(out, n_host_name + 1)
     if n_host_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_name)
+            _put_text(out, f_host_name)
         else:
             out += f_host_name
     if cython.compiled:
@@ -2858,7 +2912,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
@@ -2998,7 +3055,10 @@ def _enc_LeaderAndIsrResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
@@ -3082,7 +3142,10 @@ def _enc_LeaderAndIsrResponse_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
@@ -3136,7 +3199,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", n_topic_name)
@@ -3147,7 +3213,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     if cython.compiled:
@@ -3222,7 +3288,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", n_topic_name)
@@ -3234,7 +3303,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     if cython.compiled:
@@ -3246,7 +3315,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrPartitionError")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end):
@@ -3290,7 +3362,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrPartitionError")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
@@ -3364,7 +3439,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrTopicError")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class LeaderAndIsrRequest_LeaderAndIsrPartitionState(Struct):

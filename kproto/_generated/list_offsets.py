@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -387,7 +387,10 @@ def _enc_ListOffsetsRequest_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsRequest_v10(buf, cur, end):
@@ -484,7 +487,10 @@ def _enc_ListOffsetsRequest_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
@@ -548,7 +554,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
@@ -559,7 +568,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -637,7 +646,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
@@ -648,7 +660,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -726,7 +738,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v4(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
@@ -737,7 +752,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v4(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -836,7 +851,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
@@ -848,7 +866,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -867,7 +885,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest.ListOffsetsTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, cur, end):
@@ -1032,7 +1053,10 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsResponse_v0(buf, cur, end):
@@ -1321,7 +1345,10 @@ def _enc_ListOffsetsResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
@@ -1385,7 +1412,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
@@ -1396,7 +1426,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1474,7 +1504,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
@@ -1485,7 +1518,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1563,7 +1596,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
@@ -1574,7 +1610,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1673,7 +1709,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
@@ -1685,7 +1724,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1704,7 +1743,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse.ListOffsetsTopicResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, cur, end):
@@ -1917,7 +1959,10 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ListOffsetsRequest_ListOffsetsPartition(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -470,7 +470,10 @@ def _enc_MetadataRequest_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataRequest_v10(buf, cur, end):
@@ -570,7 +573,10 @@ def _enc_MetadataRequest_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataRequest_v11(buf, cur, end):
@@ -667,7 +673,10 @@ def _enc_MetadataRequest_v11(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
@@ -712,7 +721,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataRequest.MetadataRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
@@ -723,7 +735,7 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
 
@@ -783,7 +795,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v9(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataRequest.MetadataRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
@@ -795,13 +810,16 @@ def _enc_MetadataRequest_MetadataRequestTopic_v9(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest.MetadataRequestTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
@@ -866,7 +884,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v10(obj, out):
     if f_name is None:
         n_name = -1
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
@@ -878,13 +899,16 @@ def _enc_MetadataRequest_MetadataRequestTopic_v10(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest.MetadataRequestTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_v0(buf, cur, end):
@@ -1169,7 +1193,10 @@ def _enc_MetadataResponse_v2(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -1180,7 +1207,7 @@ def _enc_MetadataResponse_v2(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -1302,7 +1329,10 @@ def _enc_MetadataResponse_v3(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -1313,7 +1343,7 @@ def _enc_MetadataResponse_v3(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -1435,7 +1465,10 @@ def _enc_MetadataResponse_v5(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -1446,7 +1479,7 @@ def _enc_MetadataResponse_v5(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -1568,7 +1601,10 @@ def _enc_MetadataResponse_v7(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -1579,7 +1615,7 @@ def _enc_MetadataResponse_v7(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -1706,7 +1742,10 @@ def _enc_MetadataResponse_v8(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -1717,7 +1756,7 @@ def _enc_MetadataResponse_v8(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -1895,7 +1934,10 @@ def _enc_MetadataResponse_v9(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -1907,7 +1949,7 @@ def _enc_MetadataResponse_v9(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -1936,7 +1978,10 @@ def _enc_MetadataResponse_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_v10(buf, cur, end):
@@ -2094,7 +2139,10 @@ def _enc_MetadataResponse_v10(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -2106,7 +2154,7 @@ def _enc_MetadataResponse_v10(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -2135,7 +2183,10 @@ def _enc_MetadataResponse_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_v11(buf, cur, end):
@@ -2288,7 +2339,10 @@ def _enc_MetadataResponse_v11(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -2300,7 +2354,7 @@ def _enc_MetadataResponse_v11(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -2324,7 +2378,10 @@ def _enc_MetadataResponse_v11(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_v12(buf, cur, end):
@@ -2477,7 +2534,10 @@ def _enc_MetadataResponse_v12(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -2489,7 +2549,7 @@ def _enc_MetadataResponse_v12(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -2513,7 +2573,10 @@ def _enc_MetadataResponse_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_v13(buf, cur, end):
@@ -2673,7 +2736,10 @@ def _enc_MetadataResponse_v13(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -2685,7 +2751,7 @@ def _enc_MetadataResponse_v13(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -2714,7 +2780,10 @@ def _enc_MetadataResponse_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
@@ -2769,7 +2838,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
     if f_host is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseBroker.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.host", n_host)
@@ -2781,7 +2853,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
         out += _S_ih.pack(obj.node_id, n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -2859,7 +2931,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
     if f_host is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseBroker.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.host", n_host)
@@ -2871,14 +2946,17 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
         out += _S_ih.pack(obj.node_id, n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     f_rack = obj.rack
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.rack", n_rack)
@@ -2890,7 +2968,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
         out += _S_ih.pack(obj.port, n_rack)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
 
@@ -3001,7 +3079,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
     if f_host is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseBroker.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.host", n_host)
@@ -3013,7 +3094,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -3025,7 +3106,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.rack", n_rack)
@@ -3037,13 +3121,16 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseBroker")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
@@ -3114,7 +3201,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -3126,7 +3216,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -3215,7 +3305,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -3227,7 +3320,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v1(obj, out):
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -3317,7 +3410,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -3329,7 +3425,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v5(obj, out):
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -3419,7 +3515,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v7(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -3431,7 +3530,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v7(obj, out):
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -3526,7 +3625,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -3538,7 +3640,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v8(obj, out):
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -3676,7 +3778,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -3688,7 +3793,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -3717,7 +3822,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
@@ -3839,7 +3947,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -3851,7 +3962,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     out += obj.topic_id.bytes
@@ -3881,7 +3992,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
@@ -4005,7 +4119,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
     if f_name is None:
         n_name = -1
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -4017,7 +4134,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     out += obj.topic_id.bytes
@@ -4047,7 +4164,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end):
@@ -4573,7 +4693,10 @@ def _enc_MetadataResponse_MetadataResponsePartition_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic.MetadataResponsePartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class MetadataRequest_MetadataRequestTopic(Struct):

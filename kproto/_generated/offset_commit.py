@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -141,7 +141,10 @@ def _enc_OffsetCommitRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -152,7 +155,7 @@ def _enc_OffsetCommitRequest_v0(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -257,7 +260,10 @@ def _enc_OffsetCommitRequest_v1(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -268,14 +274,17 @@ def _enc_OffsetCommitRequest_v1(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -287,7 +296,7 @@ def _enc_OffsetCommitRequest_v1(obj, out):
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_topics = obj.topics
@@ -393,7 +402,10 @@ def _enc_OffsetCommitRequest_v2(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -404,14 +416,17 @@ def _enc_OffsetCommitRequest_v2(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -423,7 +438,7 @@ def _enc_OffsetCommitRequest_v2(obj, out):
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_topics = obj.topics
@@ -529,7 +544,10 @@ def _enc_OffsetCommitRequest_v5(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -540,14 +558,17 @@ def _enc_OffsetCommitRequest_v5(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -559,7 +580,7 @@ def _enc_OffsetCommitRequest_v5(obj, out):
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_topics = obj.topics
@@ -664,7 +685,10 @@ def _enc_OffsetCommitRequest_v6(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -675,14 +699,17 @@ def _enc_OffsetCommitRequest_v6(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -694,7 +721,7 @@ def _enc_OffsetCommitRequest_v6(obj, out):
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_topics = obj.topics
@@ -819,7 +846,10 @@ def _enc_OffsetCommitRequest_v7(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -830,14 +860,17 @@ def _enc_OffsetCommitRequest_v7(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -849,14 +882,17 @@ def _enc_OffsetCommitRequest_v7(obj, out):
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
@@ -867,7 +903,7 @@ def _enc_OffsetCommitRequest_v7(obj, out):
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_topics = obj.topics
@@ -1035,7 +1071,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -1047,7 +1086,7 @@ def _enc_OffsetCommitRequest_v8(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     if cython.compiled:
@@ -1059,7 +1098,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -1071,14 +1113,17 @@ def _enc_OffsetCommitRequest_v8(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
@@ -1090,7 +1135,7 @@ def _enc_OffsetCommitRequest_v8(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_topics = obj.topics
@@ -1109,7 +1154,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitRequest_v10(buf, cur, end):
@@ -1263,7 +1311,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -1275,7 +1326,7 @@ def _enc_OffsetCommitRequest_v10(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     if cython.compiled:
@@ -1287,7 +1338,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -1299,14 +1353,17 @@ def _enc_OffsetCommitRequest_v10(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
@@ -1318,7 +1375,7 @@ def _enc_OffsetCommitRequest_v10(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_topics = obj.topics
@@ -1337,7 +1394,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
@@ -1402,7 +1462,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
@@ -1413,7 +1476,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1492,7 +1555,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
@@ -1503,7 +1569,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1582,7 +1648,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
@@ -1593,7 +1662,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1693,7 +1762,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
@@ -1705,7 +1777,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1724,7 +1796,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end):
@@ -1799,7 +1874,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end):
@@ -1853,7 +1931,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
     if f_committed_metadata is None:
         n_committed_metadata = -1
     else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        if cython.compiled:
+            f_committed_metadata = _utf8(f_committed_metadata)
+        else:
+            f_committed_metadata = f_committed_metadata.encode("utf-8")
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
@@ -1866,7 +1947,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
     if n_committed_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_committed_metadata)
+            _put_text(out, f_committed_metadata)
         else:
             out += f_committed_metadata
 
@@ -1921,7 +2002,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
     if f_committed_metadata is None:
         n_committed_metadata = -1
     else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        if cython.compiled:
+            f_committed_metadata = _utf8(f_committed_metadata)
+        else:
+            f_committed_metadata = f_committed_metadata.encode("utf-8")
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
@@ -1935,7 +2019,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
         out += _S_iqqh.pack(obj.partition_index, obj.committed_offset, obj.commit_timestamp, n_committed_metadata)
     if n_committed_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_committed_metadata)
+            _put_text(out, f_committed_metadata)
         else:
             out += f_committed_metadata
 
@@ -1992,7 +2076,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v6(obj, out):
     if f_committed_metadata is None:
         n_committed_metadata = -1
     else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        if cython.compiled:
+            f_committed_metadata = _utf8(f_committed_metadata)
+        else:
+            f_committed_metadata = f_committed_metadata.encode("utf-8")
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
@@ -2006,7 +2093,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v6(obj, out):
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
     if n_committed_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_committed_metadata)
+            _put_text(out, f_committed_metadata)
         else:
             out += f_committed_metadata
 
@@ -2089,7 +2176,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(obj, out):
     if f_committed_metadata is None:
         n_committed_metadata = -1
     else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        if cython.compiled:
+            f_committed_metadata = _utf8(f_committed_metadata)
+        else:
+            f_committed_metadata = f_committed_metadata.encode("utf-8")
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
@@ -2101,13 +2191,16 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(obj, out):
         _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_committed_metadata)
+            _put_text(out, f_committed_metadata)
         else:
             out += f_committed_metadata
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitResponse_v0(buf, cur, end):
@@ -2292,7 +2385,10 @@ def _enc_OffsetCommitResponse_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitResponse_v10(buf, cur, end):
@@ -2373,7 +2469,10 @@ def _enc_OffsetCommitResponse_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
@@ -2438,7 +2537,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitResponse.OffsetCommitResponseTopic.name", n_name)
@@ -2449,7 +2551,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2549,7 +2651,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitResponse.OffsetCommitResponseTopic.name", n_name)
@@ -2561,7 +2666,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2580,7 +2685,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse.OffsetCommitResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end):
@@ -2655,7 +2763,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse.OffsetCommitResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, cur, end):
@@ -2732,7 +2843,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class OffsetCommitRequest_OffsetCommitRequestPartition(Struct):

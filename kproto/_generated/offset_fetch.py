@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -139,7 +139,10 @@ def _enc_OffsetFetchRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
@@ -150,7 +153,7 @@ def _enc_OffsetFetchRequest_v0(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -237,7 +240,10 @@ def _enc_OffsetFetchRequest_v2(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
@@ -248,7 +254,7 @@ def _enc_OffsetFetchRequest_v2(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -357,7 +363,10 @@ def _enc_OffsetFetchRequest_v6(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
@@ -369,7 +378,7 @@ def _enc_OffsetFetchRequest_v6(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -389,7 +398,10 @@ def _enc_OffsetFetchRequest_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_v7(buf, cur, end):
@@ -491,7 +503,10 @@ def _enc_OffsetFetchRequest_v7(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
@@ -503,7 +518,7 @@ def _enc_OffsetFetchRequest_v7(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -528,7 +543,10 @@ def _enc_OffsetFetchRequest_v7(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_v8(buf, cur, end):
@@ -618,7 +636,10 @@ def _enc_OffsetFetchRequest_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_v9(buf, cur, end):
@@ -708,7 +729,10 @@ def _enc_OffsetFetchRequest_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_v10(buf, cur, end):
@@ -798,7 +822,10 @@ def _enc_OffsetFetchRequest_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
@@ -859,7 +886,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestTopic.name", n_name)
@@ -870,7 +900,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -970,7 +1000,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestTopic.name", n_name)
@@ -982,7 +1015,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -1005,7 +1038,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
@@ -1095,7 +1131,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.group_id", n_group_id)
@@ -1107,7 +1146,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -1127,7 +1166,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
@@ -1254,7 +1296,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.group_id", n_group_id)
@@ -1266,14 +1311,17 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.member_id", n_member_id)
@@ -1285,7 +1333,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -1310,7 +1358,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
@@ -1437,7 +1488,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.group_id", n_group_id)
@@ -1449,14 +1503,17 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.member_id", n_member_id)
@@ -1468,7 +1525,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -1493,7 +1550,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
@@ -1576,7 +1636,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.name", n_name)
@@ -1588,7 +1651,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -1611,7 +1674,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
@@ -1687,7 +1753,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_v0(buf, cur, end):
@@ -2044,7 +2113,10 @@ def _enc_OffsetFetchResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_v8(buf, cur, end):
@@ -2129,7 +2201,10 @@ def _enc_OffsetFetchResponse_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_v10(buf, cur, end):
@@ -2214,7 +2289,10 @@ def _enc_OffsetFetchResponse_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
@@ -2278,7 +2356,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.name", n_name)
@@ -2289,7 +2370,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2367,7 +2448,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.name", n_name)
@@ -2378,7 +2462,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2477,7 +2561,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.name", n_name)
@@ -2489,7 +2576,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2508,7 +2595,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
@@ -2567,7 +2657,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
     if f_metadata is None:
         n_metadata = -1
     else:
-        f_metadata = f_metadata.encode("utf-8")
+        if cython.compiled:
+            f_metadata = _utf8(f_metadata)
+        else:
+            f_metadata = f_metadata.encode("utf-8")
         n_metadata = len(f_metadata)
         if n_metadata > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition.metadata", n_metadata)
@@ -2580,7 +2673,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_metadata)
     if n_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_metadata)
+            _put_text(out, f_metadata)
         else:
             out += f_metadata
     if cython.compiled:
@@ -2647,7 +2740,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v5(obj, out):
     if f_metadata is None:
         n_metadata = -1
     else:
-        f_metadata = f_metadata.encode("utf-8")
+        if cython.compiled:
+            f_metadata = _utf8(f_metadata)
+        else:
+            f_metadata = f_metadata.encode("utf-8")
         n_metadata = len(f_metadata)
         if n_metadata > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition.metadata", n_metadata)
@@ -2661,7 +2757,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v5(obj, out):
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_metadata)
     if n_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_metadata)
+            _put_text(out, f_metadata)
         else:
             out += f_metadata
     if cython.compiled:
@@ -2754,7 +2850,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
     if f_metadata is None:
         n_metadata = -1
     else:
-        f_metadata = f_metadata.encode("utf-8")
+        if cython.compiled:
+            f_metadata = _utf8(f_metadata)
+        else:
+            f_metadata = f_metadata.encode("utf-8")
         n_metadata = len(f_metadata)
         if n_metadata > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition.metadata", n_metadata)
@@ -2766,7 +2865,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_metadata)
+            _put_text(out, f_metadata)
         else:
             out += f_metadata
     if cython.compiled:
@@ -2777,7 +2876,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
@@ -2870,7 +2972,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.group_id", n_group_id)
@@ -2882,7 +2987,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -2906,7 +3011,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
@@ -2999,7 +3107,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.group_id", n_group_id)
@@ -3011,7 +3122,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -3035,7 +3146,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
@@ -3121,7 +3235,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.name", n_name)
@@ -3133,7 +3250,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -3152,7 +3269,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end):
@@ -3227,7 +3347,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
@@ -3313,7 +3436,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(obj, out):
     if f_metadata is None:
         n_metadata = -1
     else:
-        f_metadata = f_metadata.encode("utf-8")
+        if cython.compiled:
+            f_metadata = _utf8(f_metadata)
+        else:
+            f_metadata = f_metadata.encode("utf-8")
         n_metadata = len(f_metadata)
         if n_metadata > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions.metadata", n_metadata)
@@ -3325,7 +3451,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(obj, out):
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_metadata)
+            _put_text(out, f_metadata)
         else:
             out += f_metadata
     if cython.compiled:
@@ -3336,7 +3462,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class OffsetFetchRequest_OffsetFetchRequestTopic(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -300,7 +300,10 @@ def _enc_OffsetForLeaderEpochRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
@@ -364,7 +367,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic", n_topic)
@@ -375,7 +381,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -453,7 +459,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(obj, out):
     if f_topic is None:
         raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic", n_topic)
@@ -464,7 +473,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -563,7 +572,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(obj, out):
     if f_topic is None:
         raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic", n_topic)
@@ -575,7 +587,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -594,7 +606,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(buf, cur, end):
@@ -712,7 +727,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetForLeaderEpochResponse_v0(buf, cur, end):
@@ -948,7 +966,10 @@ def _enc_OffsetForLeaderEpochResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, end):
@@ -1012,7 +1033,10 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic", n_topic)
@@ -1023,7 +1047,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -1101,7 +1125,10 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(obj, out):
     if f_topic is None:
         raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic", n_topic)
@@ -1112,7 +1139,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -1211,7 +1238,10 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(obj, out):
     if f_topic is None:
         raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic", n_topic)
@@ -1223,7 +1253,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -1242,7 +1272,10 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, cur, end):
@@ -1369,7 +1402,10 @@ def _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class OffsetForLeaderEpochRequest_OffsetForLeaderPartition(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -206,7 +206,10 @@ def _enc_ProduceRequest_v3(obj, out):
     if f_transactional_id is None:
         n_transactional_id = -1
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
@@ -217,7 +220,7 @@ def _enc_ProduceRequest_v3(obj, out):
         out += _S_h.pack(n_transactional_id)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     f_topic_data = obj.topic_data
@@ -330,7 +333,10 @@ def _enc_ProduceRequest_v9(obj, out):
     if f_transactional_id is None:
         n_transactional_id = -1
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
@@ -342,7 +348,7 @@ def _enc_ProduceRequest_v9(obj, out):
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     if cython.compiled:
@@ -367,7 +373,10 @@ def _enc_ProduceRequest_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceRequest_v13(buf, cur, end):
@@ -464,7 +473,10 @@ def _enc_ProduceRequest_v13(obj, out):
     if f_transactional_id is None:
         n_transactional_id = -1
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
@@ -476,7 +488,7 @@ def _enc_ProduceRequest_v13(obj, out):
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     if cython.compiled:
@@ -501,7 +513,10 @@ def _enc_ProduceRequest_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
@@ -566,7 +581,10 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceRequest.TopicProduceData.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceRequest.TopicProduceData.name", n_name)
@@ -577,7 +595,7 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_data = obj.partition_data
@@ -677,7 +695,10 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceRequest.TopicProduceData.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceRequest.TopicProduceData.name", n_name)
@@ -689,7 +710,7 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_data = obj.partition_data
@@ -708,7 +729,10 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
@@ -783,7 +807,10 @@ def _enc_ProduceRequest_TopicProduceData_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end):
@@ -915,7 +942,10 @@ def _enc_ProduceRequest_PartitionProduceData_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData.PartitionProduceData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_v0(buf, cur, end):
@@ -1317,7 +1347,10 @@ def _enc_ProduceResponse_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_v10(buf, cur, end):
@@ -1449,7 +1482,10 @@ def _enc_ProduceResponse_v10(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_v13(buf, cur, end):
@@ -1581,7 +1617,10 @@ def _enc_ProduceResponse_v13(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
@@ -1646,7 +1685,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -1657,7 +1699,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -1736,7 +1778,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -1747,7 +1792,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v2(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -1826,7 +1871,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -1837,7 +1885,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v5(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -1916,7 +1964,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -1927,7 +1978,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v8(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -2027,7 +2078,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -2039,7 +2093,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -2058,7 +2112,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
@@ -2144,7 +2201,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -2156,7 +2216,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -2175,7 +2235,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
@@ -2250,7 +2313,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
@@ -2528,7 +2594,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
@@ -2539,7 +2608,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
         out += _S_h.pack(n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
 
@@ -2680,7 +2749,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
@@ -2692,13 +2764,16 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
@@ -2843,7 +2918,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
@@ -2855,7 +2933,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     known = []
@@ -2871,7 +2949,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end):
@@ -2919,7 +3000,10 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(obj, out):
     if f_batch_index_error_message is None:
         n_batch_index_error_message = -1
     else:
-        f_batch_index_error_message = f_batch_index_error_message.encode("utf-8")
+        if cython.compiled:
+            f_batch_index_error_message = _utf8(f_batch_index_error_message)
+        else:
+            f_batch_index_error_message = f_batch_index_error_message.encode("utf-8")
         n_batch_index_error_message = len(f_batch_index_error_message)
         if n_batch_index_error_message > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message", n_batch_index_error_message)
@@ -2931,7 +3015,7 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(obj, out):
         out += _S_ih.pack(obj.batch_index, n_batch_index_error_message)
     if n_batch_index_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_batch_index_error_message)
+            _put_text(out, f_batch_index_error_message)
         else:
             out += f_batch_index_error_message
 
@@ -3005,7 +3089,10 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(obj, out):
     if f_batch_index_error_message is None:
         n_batch_index_error_message = -1
     else:
-        f_batch_index_error_message = f_batch_index_error_message.encode("utf-8")
+        if cython.compiled:
+            f_batch_index_error_message = _utf8(f_batch_index_error_message)
+        else:
+            f_batch_index_error_message = f_batch_index_error_message.encode("utf-8")
         n_batch_index_error_message = len(f_batch_index_error_message)
         if n_batch_index_error_message > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message", n_batch_index_error_message)
@@ -3017,13 +3104,16 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(obj, out):
         _w.put_uvarint(out, n_batch_index_error_message + 1)
     if n_batch_index_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_batch_index_error_message)
+            _put_text(out, f_batch_index_error_message)
         else:
             out += f_batch_index_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, end):
@@ -3066,7 +3156,10 @@ def _enc_ProduceResponse_LeaderIdAndEpoch_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
@@ -3175,7 +3268,10 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
     if f_host is None:
         raise _w.not_nullable("ProduceResponse.NodeEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("ProduceResponse.NodeEndpoint.host", n_host)
@@ -3187,7 +3283,7 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -3199,7 +3295,10 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("ProduceResponse.NodeEndpoint.rack", n_rack)
@@ -3211,13 +3310,16 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.NodeEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _is_default_ProduceResponse_LeaderIdAndEpoch(value):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -193,7 +193,10 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
     if f_group_id is None:
         n_group_id = -1
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ShareAcknowledgeRequest.group_id", n_group_id)
@@ -205,14 +208,17 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ShareAcknowledgeRequest.member_id", n_member_id)
@@ -224,7 +230,7 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -248,7 +254,10 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
@@ -379,7 +388,10 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
     if f_group_id is None:
         n_group_id = -1
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ShareAcknowledgeRequest.group_id", n_group_id)
@@ -391,14 +403,17 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ShareAcknowledgeRequest.member_id", n_member_id)
@@ -410,7 +425,7 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -435,7 +450,10 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
@@ -509,7 +527,10 @@ def _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
@@ -590,7 +611,10 @@ def _enc_ShareAcknowledgeRequest_AcknowledgePartition_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end):
@@ -675,7 +699,10 @@ def _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
@@ -809,7 +836,10 @@ def _enc_ShareAcknowledgeResponse_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ShareAcknowledgeResponse.error_message", n_error_message)
@@ -821,7 +851,7 @@ def _enc_ShareAcknowledgeResponse_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_responses = obj.responses
@@ -853,7 +883,10 @@ def _enc_ShareAcknowledgeResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
@@ -992,7 +1025,10 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ShareAcknowledgeResponse.error_message", n_error_message)
@@ -1004,7 +1040,7 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -1041,7 +1077,10 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end):
@@ -1115,7 +1154,10 @@ def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
@@ -1197,7 +1239,10 @@ def _enc_ShareAcknowledgeResponse_PartitionData_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.error_message", n_error_message)
@@ -1209,7 +1254,7 @@ def _enc_ShareAcknowledgeResponse_PartitionData_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_current_leader = obj.current_leader
@@ -1217,7 +1262,10 @@ def _enc_ShareAcknowledgeResponse_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end):
@@ -1260,7 +1308,10 @@ def _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
@@ -1369,7 +1420,10 @@ def _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(obj, out):
     if f_host is None:
         raise _w.not_nullable("ShareAcknowledgeResponse.NodeEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("ShareAcknowledgeResponse.NodeEndpoint.host", n_host)
@@ -1381,7 +1435,7 @@ def _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1393,7 +1447,10 @@ def _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("ShareAcknowledgeResponse.NodeEndpoint.rack", n_rack)
@@ -1405,13 +1462,16 @@ def _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.NodeEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ShareAcknowledgeRequest_AcknowledgementBatch(Struct):

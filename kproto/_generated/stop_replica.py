@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -324,7 +324,10 @@ def _enc_StopReplicaRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StopReplicaRequest_v3(buf, cur, end):
@@ -423,7 +426,10 @@ def _enc_StopReplicaRequest_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StopReplicaRequest_v4(buf, cur, end):
@@ -525,7 +531,10 @@ def _enc_StopReplicaRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
@@ -577,7 +586,10 @@ def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("StopReplicaRequest.StopReplicaPartitionV0.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("StopReplicaRequest.StopReplicaPartitionV0.topic_name", n_topic_name)
@@ -588,7 +600,7 @@ def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     if cython.compiled:
@@ -656,7 +668,10 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicV1.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("StopReplicaRequest.StopReplicaTopicV1.name", n_name)
@@ -667,7 +682,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -767,7 +782,10 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicV1.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("StopReplicaRequest.StopReplicaTopicV1.name", n_name)
@@ -779,7 +797,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v2(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -802,7 +820,10 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicV1")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
@@ -887,7 +908,10 @@ def _enc_StopReplicaRequest_StopReplicaTopicState_v3(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("StopReplicaRequest.StopReplicaTopicState.topic_name", n_topic_name)
@@ -899,7 +923,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicState_v3(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partition_states = obj.partition_states
@@ -918,7 +942,10 @@ def _enc_StopReplicaRequest_StopReplicaTopicState_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end):
@@ -967,7 +994,10 @@ def _enc_StopReplicaRequest_StopReplicaPartitionState_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StopReplicaResponse_v0(buf, cur, end):
@@ -1101,7 +1131,10 @@ def _enc_StopReplicaResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
@@ -1155,7 +1188,10 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("StopReplicaResponse.StopReplicaPartitionError.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("StopReplicaResponse.StopReplicaPartitionError.topic_name", n_topic_name)
@@ -1166,7 +1202,7 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     if cython.compiled:
@@ -1241,7 +1277,10 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v2(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("StopReplicaResponse.StopReplicaPartitionError.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("StopReplicaResponse.StopReplicaPartitionError.topic_name", n_topic_name)
@@ -1253,7 +1292,7 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v2(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     if cython.compiled:
@@ -1265,7 +1304,10 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse.StopReplicaPartitionError")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class StopReplicaRequest_StopReplicaPartitionV0(Struct):

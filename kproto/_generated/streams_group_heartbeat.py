@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -496,7 +496,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.group_id", n_group_id)
@@ -508,14 +511,17 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.member_id", n_member_id)
@@ -527,7 +533,7 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -540,7 +546,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     if f_instance_id is None:
         n_instance_id = -1
     else:
-        f_instance_id = f_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_instance_id = _utf8(f_instance_id)
+        else:
+            f_instance_id = f_instance_id.encode("utf-8")
         n_instance_id = len(f_instance_id)
         if n_instance_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.instance_id", n_instance_id)
@@ -552,14 +561,17 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_instance_id)
+            _put_text(out, f_instance_id)
         else:
             out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.rack_id", n_rack_id)
@@ -571,7 +583,7 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     f_topology = obj.topology
@@ -630,7 +642,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     if f_process_id is None:
         n_process_id = -1
     else:
-        f_process_id = f_process_id.encode("utf-8")
+        if cython.compiled:
+            f_process_id = _utf8(f_process_id)
+        else:
+            f_process_id = f_process_id.encode("utf-8")
         n_process_id = len(f_process_id)
         if n_process_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.process_id", n_process_id)
@@ -642,7 +657,7 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_process_id)
+            _put_text(out, f_process_id)
         else:
             out += f_process_id
     f_user_endpoint = obj.user_endpoint
@@ -704,7 +719,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
@@ -785,7 +803,10 @@ def _enc_StreamsGroupHeartbeatRequest_Topology_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
@@ -1070,7 +1091,10 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
     if f_subtopology_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id")
     else:
-        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        if cython.compiled:
+            f_subtopology_id = _utf8(f_subtopology_id)
+        else:
+            f_subtopology_id = f_subtopology_id.encode("utf-8")
         n_subtopology_id = len(f_subtopology_id)
         if n_subtopology_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id", n_subtopology_id)
@@ -1082,7 +1106,7 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_subtopology_id)
+            _put_text(out, f_subtopology_id)
         else:
             out += f_subtopology_id
     f_source_topics = obj.source_topics
@@ -1196,7 +1220,10 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
@@ -1291,7 +1318,10 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name", n_name)
@@ -1303,7 +1333,7 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -1328,7 +1358,10 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
@@ -1414,7 +1447,10 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
     if f_key is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key", n_key)
@@ -1426,14 +1462,17 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     f_value = obj.value
     if f_value is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value")
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value", n_value)
@@ -1445,13 +1484,16 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
@@ -1604,7 +1646,10 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
@@ -1686,7 +1731,10 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
     if f_subtopology_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.TaskIds.subtopology_id")
     else:
-        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        if cython.compiled:
+            f_subtopology_id = _utf8(f_subtopology_id)
+        else:
+            f_subtopology_id = f_subtopology_id.encode("utf-8")
         n_subtopology_id = len(f_subtopology_id)
         if n_subtopology_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.TaskIds.subtopology_id", n_subtopology_id)
@@ -1698,7 +1746,7 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_subtopology_id)
+            _put_text(out, f_subtopology_id)
         else:
             out += f_subtopology_id
     f_partitions = obj.partitions
@@ -1721,7 +1769,10 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskIds")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
@@ -1786,7 +1837,10 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
     if f_host is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Endpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Endpoint.host", n_host)
@@ -1798,7 +1852,7 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1809,7 +1863,10 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Endpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
@@ -1876,7 +1933,10 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
     if f_subtopology_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id")
     else:
-        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        if cython.compiled:
+            f_subtopology_id = _utf8(f_subtopology_id)
+        else:
+            f_subtopology_id = f_subtopology_id.encode("utf-8")
         n_subtopology_id = len(f_subtopology_id)
         if n_subtopology_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id", n_subtopology_id)
@@ -1888,7 +1948,7 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_subtopology_id)
+            _put_text(out, f_subtopology_id)
         else:
             out += f_subtopology_id
     if cython.compiled:
@@ -1900,7 +1960,10 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskOffset")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
@@ -2181,7 +2244,10 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.error_message", n_error_message)
@@ -2193,14 +2259,17 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.member_id", n_member_id)
@@ -2212,7 +2281,7 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -2301,7 +2370,10 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
@@ -2371,7 +2443,10 @@ def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
     if f_status_detail is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.Status.status_detail")
     else:
-        f_status_detail = f_status_detail.encode("utf-8")
+        if cython.compiled:
+            f_status_detail = _utf8(f_status_detail)
+        else:
+            f_status_detail = f_status_detail.encode("utf-8")
         n_status_detail = len(f_status_detail)
         if n_status_detail > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.Status.status_detail", n_status_detail)
@@ -2383,13 +2458,16 @@ def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
         _w.put_uvarint(out, n_status_detail + 1)
     if n_status_detail > 0:
         if cython.compiled:
-            _put_bytes(out, f_status_detail)
+            _put_text(out, f_status_detail)
         else:
             out += f_status_detail
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.Status")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
@@ -2471,7 +2549,10 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
     if f_subtopology_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.TaskIds.subtopology_id")
     else:
-        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        if cython.compiled:
+            f_subtopology_id = _utf8(f_subtopology_id)
+        else:
+            f_subtopology_id = f_subtopology_id.encode("utf-8")
         n_subtopology_id = len(f_subtopology_id)
         if n_subtopology_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.TaskIds.subtopology_id", n_subtopology_id)
@@ -2483,7 +2564,7 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_subtopology_id)
+            _put_text(out, f_subtopology_id)
         else:
             out += f_subtopology_id
     f_partitions = obj.partitions
@@ -2506,7 +2587,10 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.TaskIds")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
@@ -2624,7 +2708,10 @@ def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
@@ -2689,7 +2776,10 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
     if f_host is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host", n_host)
@@ -2701,7 +2791,7 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -2712,7 +2802,10 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
@@ -2794,7 +2887,10 @@ def _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic", n_topic)
@@ -2806,7 +2902,7 @@ def _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -2829,7 +2925,10 @@ def _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class StreamsGroupHeartbeatRequest_KeyValue(Struct):
