@@ -4,7 +4,7 @@
 
 from cpython.bytearray cimport PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from libc.string cimport memcpy
 
 
@@ -17,6 +17,7 @@ cdef extern from "Python.h":
         Py_ssize_t ob_exports
     Py_ssize_t Py_SIZE(object o)
     void Py_SET_SIZE(object o, Py_ssize_t size)
+    bint PyUnicode_IS_COMPACT_ASCII(object o)
 
 
 cdef inline object _read_str(bytes buf, Py_ssize_t pos, Py_ssize_t size):
@@ -108,6 +109,38 @@ cdef inline int _put_bytes(bytearray out, object data) except -1:
     else:
         out += data
     return 0
+
+
+cdef inline object _utf8(object text):
+    # What a string field writes: a str of ASCII characters as it is (its characters are its UTF-8 bytes,
+    # which _put_text copies straight out of the str: no bytes object per string), anything else through
+    # ``text.encode("utf-8")``, which refuses a non-str or a lone surrogate exactly as the pure branch does.
+    if type(text) is str and PyUnicode_IS_COMPACT_ASCII(text):
+        return text
+    return text.encode("utf-8")
+
+
+cdef inline int _put_text(bytearray out, object data) except -1:
+    # _put_bytes for a value from _utf8: an ASCII str (one byte per character) or UTF-8 bytes.
+    cdef Py_ssize_t n
+    if type(data) is str:
+        n = PyUnicode_GET_LENGTH(data)
+        memcpy(_grow(out, n), PyUnicode_DATA(data), n)
+        return 0
+    return _put_bytes(out, data)
+
+
+cdef inline bint _reusable(bytearray out, Py_ssize_t limit) noexcept:
+    # Whether ``out`` may be emptied and encoded into again (kproto.message_base keeps one such buffer):
+    # nothing holds a view of its memory, and that memory is at most ``limit`` bytes.
+    cdef PyByteArrayObject* o = <PyByteArrayObject*>out
+    return o.ob_exports == 0 and o.ob_alloc <= limit
+
+
+cdef inline void _empty(bytearray out) noexcept:
+    # Size 0 with the memory kept (a resize to 0 would free it); only for a buffer _reusable allows.
+    Py_SET_SIZE(out, 0)
+    (<PyByteArrayObject*>out).ob_start[0] = 0
 
 
 cdef inline void _put_b(char* p, Py_ssize_t at, signed char value) noexcept:

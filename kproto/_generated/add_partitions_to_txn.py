@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -172,7 +172,10 @@ def _enc_AddPartitionsToTxnRequest_v0(obj, out):
     if f_v3_and_below_transactional_id is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.v3_and_below_transactional_id")
     else:
-        f_v3_and_below_transactional_id = f_v3_and_below_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_v3_and_below_transactional_id = _utf8(f_v3_and_below_transactional_id)
+        else:
+            f_v3_and_below_transactional_id = f_v3_and_below_transactional_id.encode("utf-8")
         n_v3_and_below_transactional_id = len(f_v3_and_below_transactional_id)
         if n_v3_and_below_transactional_id > 32767:
             raise _w.string_too_long("AddPartitionsToTxnRequest.v3_and_below_transactional_id", n_v3_and_below_transactional_id)
@@ -183,7 +186,7 @@ def _enc_AddPartitionsToTxnRequest_v0(obj, out):
         out += _S_h.pack(n_v3_and_below_transactional_id)
     if n_v3_and_below_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_v3_and_below_transactional_id)
+            _put_text(out, f_v3_and_below_transactional_id)
         else:
             out += f_v3_and_below_transactional_id
     f_v3_and_below_topics = obj.v3_and_below_topics
@@ -346,7 +349,10 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
     if f_v3_and_below_transactional_id is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.v3_and_below_transactional_id")
     else:
-        f_v3_and_below_transactional_id = f_v3_and_below_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_v3_and_below_transactional_id = _utf8(f_v3_and_below_transactional_id)
+        else:
+            f_v3_and_below_transactional_id = f_v3_and_below_transactional_id.encode("utf-8")
         n_v3_and_below_transactional_id = len(f_v3_and_below_transactional_id)
         if n_v3_and_below_transactional_id > 32767:
             raise _w.string_too_long("AddPartitionsToTxnRequest.v3_and_below_transactional_id", n_v3_and_below_transactional_id)
@@ -358,7 +364,7 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
         _w.put_uvarint(out, n_v3_and_below_transactional_id + 1)
     if n_v3_and_below_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_v3_and_below_transactional_id)
+            _put_text(out, f_v3_and_below_transactional_id)
         else:
             out += f_v3_and_below_transactional_id
     if cython.compiled:
@@ -383,7 +389,10 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
@@ -567,7 +576,10 @@ def _enc_AddPartitionsToTxnRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, end):
@@ -716,7 +728,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
     if f_transactional_id is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id")
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id", n_transactional_id)
@@ -728,7 +743,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     if cython.compiled:
@@ -754,7 +769,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
@@ -815,7 +833,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name", n_name)
@@ -826,7 +847,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -926,7 +947,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
     if f_name is None:
         raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name", n_name)
@@ -938,7 +962,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -961,7 +985,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnResponse_v0(buf, cur, end):
@@ -1213,7 +1240,10 @@ def _enc_AddPartitionsToTxnResponse_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
@@ -1410,7 +1440,10 @@ def _enc_AddPartitionsToTxnResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
@@ -1560,7 +1593,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
     if f_transactional_id is None:
         raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id")
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id", n_transactional_id)
@@ -1572,7 +1608,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     f_topic_results = obj.topic_results
@@ -1591,7 +1627,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, end):
@@ -1670,7 +1709,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name", n_name)
@@ -1681,7 +1723,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_results_by_partition = obj.results_by_partition
@@ -1800,7 +1842,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
     if f_name is None:
         raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name", n_name)
@@ -1812,7 +1857,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_results_by_partition = obj.results_by_partition
@@ -1831,7 +1876,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, cur, end):
@@ -1908,7 +1956,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(obj, ou
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -443,7 +443,10 @@ def _enc_AlterClientQuotasRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
@@ -795,7 +798,10 @@ def _enc_AlterClientQuotasRequest_EntryData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
@@ -862,7 +868,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("AlterClientQuotasRequest.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_type", n_entity_type)
@@ -873,14 +882,17 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_name", n_entity_name)
@@ -891,7 +903,7 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_name)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
 
@@ -981,7 +993,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("AlterClientQuotasRequest.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_type", n_entity_type)
@@ -993,14 +1008,17 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_name", n_entity_name)
@@ -1012,13 +1030,16 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.EntityData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
@@ -1075,7 +1096,10 @@ def _enc_AlterClientQuotasRequest_OpData_v0(obj, out):
     if f_key is None:
         raise _w.not_nullable("AlterClientQuotasRequest.EntryData.OpData.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.OpData.key", n_key)
@@ -1086,7 +1110,7 @@ def _enc_AlterClientQuotasRequest_OpData_v0(obj, out):
         out += _S_h.pack(n_key)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     if cython.compiled:
@@ -1164,7 +1188,10 @@ def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
     if f_key is None:
         raise _w.not_nullable("AlterClientQuotasRequest.EntryData.OpData.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.OpData.key", n_key)
@@ -1176,7 +1203,7 @@ def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     if cython.compiled:
@@ -1188,7 +1215,10 @@ def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.OpData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasResponse_v0(buf, cur, end):
@@ -1496,7 +1526,10 @@ def _enc_AlterClientQuotasResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
@@ -1601,7 +1634,10 @@ def _enc_AlterClientQuotasResponse_EntryData_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.error_message", n_error_message)
@@ -1613,7 +1649,7 @@ def _enc_AlterClientQuotasResponse_EntryData_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_entity = obj.entity
@@ -1779,7 +1815,10 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.error_message", n_error_message)
@@ -1791,7 +1830,7 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_entity = obj.entity
@@ -1810,7 +1849,10 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
@@ -1877,7 +1919,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("AlterClientQuotasResponse.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
@@ -1888,14 +1933,17 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
@@ -1906,7 +1954,7 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_name)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
 
@@ -1996,7 +2044,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("AlterClientQuotasResponse.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
@@ -2008,14 +2059,17 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
@@ -2027,13 +2081,16 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData.EntityData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class AlterClientQuotasRequest_EntityData(Struct):

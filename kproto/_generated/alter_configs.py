@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -385,7 +385,10 @@ def _enc_AlterConfigsRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
@@ -488,7 +491,10 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v0(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.resource_name", n_resource_name)
@@ -500,7 +506,7 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v0(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -664,7 +670,10 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v2(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.resource_name", n_resource_name)
@@ -676,7 +685,7 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v2(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -695,7 +704,10 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest.AlterConfigsResource")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
@@ -762,7 +774,10 @@ def _enc_AlterConfigsRequest_AlterableConfig_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", n_name)
@@ -773,14 +788,17 @@ def _enc_AlterConfigsRequest_AlterableConfig_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", n_value)
@@ -791,7 +809,7 @@ def _enc_AlterConfigsRequest_AlterableConfig_v0(obj, out):
         out += _S_h.pack(n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
 
@@ -881,7 +899,10 @@ def _enc_AlterConfigsRequest_AlterableConfig_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", n_name)
@@ -893,14 +914,17 @@ def _enc_AlterConfigsRequest_AlterableConfig_v2(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", n_value)
@@ -912,13 +936,16 @@ def _enc_AlterConfigsRequest_AlterableConfig_v2(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest.AlterConfigsResource.AlterableConfig")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterConfigsResponse_v0(buf, cur, end):
@@ -1153,7 +1180,10 @@ def _enc_AlterConfigsResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
@@ -1224,7 +1254,10 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("AlterConfigsResponse.AlterConfigsResourceResponse.error_message", n_error_message)
@@ -1236,14 +1269,17 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("AlterConfigsResponse.AlterConfigsResourceResponse.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("AlterConfigsResponse.AlterConfigsResourceResponse.resource_name", n_resource_name)
@@ -1255,7 +1291,7 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
 
@@ -1366,7 +1402,10 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("AlterConfigsResponse.AlterConfigsResourceResponse.error_message", n_error_message)
@@ -1378,7 +1417,7 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -1390,7 +1429,10 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v2(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("AlterConfigsResponse.AlterConfigsResourceResponse.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("AlterConfigsResponse.AlterConfigsResourceResponse.resource_name", n_resource_name)
@@ -1402,13 +1444,16 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v2(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsResponse.AlterConfigsResourceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class AlterConfigsRequest_AlterableConfig(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -228,7 +228,10 @@ def _enc_AlterPartitionReassignmentsRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionReassignmentsRequest_v1(buf, cur, end):
@@ -399,7 +402,10 @@ def _enc_AlterPartitionReassignmentsRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
@@ -523,7 +529,10 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("AlterPartitionReassignmentsRequest.ReassignableTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AlterPartitionReassignmentsRequest.ReassignableTopic.name", n_name)
@@ -535,7 +544,7 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -554,7 +563,10 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, end):
@@ -640,7 +652,10 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
@@ -829,7 +844,10 @@ def _enc_AlterPartitionReassignmentsResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("AlterPartitionReassignmentsResponse.error_message", n_error_message)
@@ -841,7 +859,7 @@ def _enc_AlterPartitionReassignmentsResponse_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_responses = obj.responses
@@ -860,7 +878,10 @@ def _enc_AlterPartitionReassignmentsResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
@@ -1054,7 +1075,10 @@ def _enc_AlterPartitionReassignmentsResponse_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("AlterPartitionReassignmentsResponse.error_message", n_error_message)
@@ -1066,7 +1090,7 @@ def _enc_AlterPartitionReassignmentsResponse_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_responses = obj.responses
@@ -1085,7 +1109,10 @@ def _enc_AlterPartitionReassignmentsResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, cur, end):
@@ -1210,7 +1237,10 @@ def _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(obj, o
     if f_name is None:
         raise _w.not_nullable("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.name", n_name)
@@ -1222,7 +1252,7 @@ def _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(obj, o
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1241,7 +1271,10 @@ def _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(obj, o
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(buf, cur, end):
@@ -1316,7 +1349,10 @@ def _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(ob
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse.error_message", n_error_message)
@@ -1328,13 +1364,16 @@ def _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(ob
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class AlterPartitionReassignmentsRequest_ReassignablePartition(Struct):

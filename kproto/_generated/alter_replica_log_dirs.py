@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -337,7 +337,10 @@ def _enc_AlterReplicaLogDirsRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
@@ -435,7 +438,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(obj, out):
     if f_path is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.path")
     else:
-        f_path = f_path.encode("utf-8")
+        if cython.compiled:
+            f_path = _utf8(f_path)
+        else:
+            f_path = f_path.encode("utf-8")
         n_path = len(f_path)
         if n_path > 32767:
             raise _w.string_too_long("AlterReplicaLogDirsRequest.AlterReplicaLogDir.path", n_path)
@@ -446,7 +452,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(obj, out):
         out += _S_h.pack(n_path)
     if n_path > 0:
         if cython.compiled:
-            _put_bytes(out, f_path)
+            _put_text(out, f_path)
         else:
             out += f_path
     f_topics = obj.topics
@@ -594,7 +600,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(obj, out):
     if f_path is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.path")
     else:
-        f_path = f_path.encode("utf-8")
+        if cython.compiled:
+            f_path = _utf8(f_path)
+        else:
+            f_path = f_path.encode("utf-8")
         n_path = len(f_path)
         if n_path > 32767:
             raise _w.string_too_long("AlterReplicaLogDirsRequest.AlterReplicaLogDir.path", n_path)
@@ -606,7 +615,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(obj, out):
         _w.put_uvarint(out, n_path + 1)
     if n_path > 0:
         if cython.compiled:
-            _put_bytes(out, f_path)
+            _put_text(out, f_path)
         else:
             out += f_path
     f_topics = obj.topics
@@ -625,7 +634,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end):
@@ -686,7 +698,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name", n_name)
@@ -697,7 +712,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -797,7 +812,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name", n_name)
@@ -809,7 +827,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -832,7 +850,10 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterReplicaLogDirsResponse_v0(buf, cur, end):
@@ -1076,7 +1097,10 @@ def _enc_AlterReplicaLogDirsResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, end):
@@ -1155,7 +1179,10 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name", n_topic_name)
@@ -1166,7 +1193,7 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1285,7 +1312,10 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name", n_topic_name)
@@ -1297,7 +1327,7 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1316,7 +1346,10 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf, cur, end):
@@ -1393,7 +1426,10 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(obj, o
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -269,7 +269,10 @@ def _enc_AlterUserScramCredentialsRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, end):
@@ -334,7 +337,10 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("AlterUserScramCredentialsRequest.ScramCredentialDeletion.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AlterUserScramCredentialsRequest.ScramCredentialDeletion.name", n_name)
@@ -346,7 +352,7 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -357,7 +363,10 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialDeletion")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, end):
@@ -466,7 +475,10 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.name", n_name)
@@ -478,7 +490,7 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -522,7 +534,10 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialUpsertion")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
@@ -660,7 +675,10 @@ def _enc_AlterUserScramCredentialsResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf, cur, end):
@@ -756,7 +774,10 @@ def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(ob
     if f_user is None:
         raise _w.not_nullable("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.user")
     else:
-        f_user = f_user.encode("utf-8")
+        if cython.compiled:
+            f_user = _utf8(f_user)
+        else:
+            f_user = f_user.encode("utf-8")
         n_user = len(f_user)
         if n_user > 32767:
             raise _w.string_too_long("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.user", n_user)
@@ -768,7 +789,7 @@ def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(ob
         _w.put_uvarint(out, n_user + 1)
     if n_user > 0:
         if cython.compiled:
-            _put_bytes(out, f_user)
+            _put_text(out, f_user)
         else:
             out += f_user
     if cython.compiled:
@@ -780,7 +801,10 @@ def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(ob
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.error_message", n_error_message)
@@ -792,13 +816,16 @@ def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(ob
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class AlterUserScramCredentialsRequest_ScramCredentialDeletion(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -170,7 +170,10 @@ def _enc_ApiVersionsRequest_v3(obj, out):
     if f_client_software_name is None:
         raise _w.not_nullable("ApiVersionsRequest.client_software_name")
     else:
-        f_client_software_name = f_client_software_name.encode("utf-8")
+        if cython.compiled:
+            f_client_software_name = _utf8(f_client_software_name)
+        else:
+            f_client_software_name = f_client_software_name.encode("utf-8")
         n_client_software_name = len(f_client_software_name)
         if n_client_software_name > 32767:
             raise _w.string_too_long("ApiVersionsRequest.client_software_name", n_client_software_name)
@@ -182,14 +185,17 @@ def _enc_ApiVersionsRequest_v3(obj, out):
         _w.put_uvarint(out, n_client_software_name + 1)
     if n_client_software_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_software_name)
+            _put_text(out, f_client_software_name)
         else:
             out += f_client_software_name
     f_client_software_version = obj.client_software_version
     if f_client_software_version is None:
         raise _w.not_nullable("ApiVersionsRequest.client_software_version")
     else:
-        f_client_software_version = f_client_software_version.encode("utf-8")
+        if cython.compiled:
+            f_client_software_version = _utf8(f_client_software_version)
+        else:
+            f_client_software_version = f_client_software_version.encode("utf-8")
         n_client_software_version = len(f_client_software_version)
         if n_client_software_version > 32767:
             raise _w.string_too_long("ApiVersionsRequest.client_software_version", n_client_software_version)
@@ -201,13 +207,16 @@ def _enc_ApiVersionsRequest_v3(obj, out):
         _w.put_uvarint(out, n_client_software_version + 1)
     if n_client_software_version > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_software_version)
+            _put_text(out, f_client_software_version)
         else:
             out += f_client_software_version
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ApiVersionsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ApiVersionsResponse_v0(buf, cur, end):
@@ -625,7 +634,10 @@ def _enc_ApiVersionsResponse_v3(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ApiVersionsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end):
@@ -708,7 +720,10 @@ def _enc_ApiVersionsResponse_ApiVersion_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ApiVersionsResponse.ApiVersion")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
@@ -775,7 +790,10 @@ def _enc_ApiVersionsResponse_SupportedFeatureKey_v3(obj, out):
     if f_name is None:
         raise _w.not_nullable("ApiVersionsResponse.SupportedFeatureKey.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ApiVersionsResponse.SupportedFeatureKey.name", n_name)
@@ -787,7 +805,7 @@ def _enc_ApiVersionsResponse_SupportedFeatureKey_v3(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -799,7 +817,10 @@ def _enc_ApiVersionsResponse_SupportedFeatureKey_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ApiVersionsResponse.SupportedFeatureKey")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
@@ -866,7 +887,10 @@ def _enc_ApiVersionsResponse_FinalizedFeatureKey_v3(obj, out):
     if f_name is None:
         raise _w.not_nullable("ApiVersionsResponse.FinalizedFeatureKey.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ApiVersionsResponse.FinalizedFeatureKey.name", n_name)
@@ -878,7 +902,7 @@ def _enc_ApiVersionsResponse_FinalizedFeatureKey_v3(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -890,7 +914,10 @@ def _enc_ApiVersionsResponse_FinalizedFeatureKey_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ApiVersionsResponse.FinalizedFeatureKey")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ApiVersionsRequest(Message):

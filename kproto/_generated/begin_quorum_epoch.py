@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -182,7 +182,10 @@ def _enc_BeginQuorumEpochRequest_v0(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("BeginQuorumEpochRequest.cluster_id", n_cluster_id)
@@ -193,7 +196,7 @@ def _enc_BeginQuorumEpochRequest_v0(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -460,7 +463,10 @@ def _enc_BeginQuorumEpochRequest_v1(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("BeginQuorumEpochRequest.cluster_id", n_cluster_id)
@@ -472,7 +478,7 @@ def _enc_BeginQuorumEpochRequest_v1(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -509,7 +515,10 @@ def _enc_BeginQuorumEpochRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BeginQuorumEpochRequest_TopicData_v0(buf, cur, end):
@@ -590,7 +599,10 @@ def _enc_BeginQuorumEpochRequest_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("BeginQuorumEpochRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("BeginQuorumEpochRequest.TopicData.topic_name", n_topic_name)
@@ -601,7 +613,7 @@ def _enc_BeginQuorumEpochRequest_TopicData_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -730,7 +742,10 @@ def _enc_BeginQuorumEpochRequest_TopicData_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("BeginQuorumEpochRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("BeginQuorumEpochRequest.TopicData.topic_name", n_topic_name)
@@ -742,7 +757,7 @@ def _enc_BeginQuorumEpochRequest_TopicData_v1(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -761,7 +776,10 @@ def _enc_BeginQuorumEpochRequest_TopicData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BeginQuorumEpochRequest_PartitionData_v0(buf, cur, end):
@@ -861,7 +879,10 @@ def _enc_BeginQuorumEpochRequest_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
@@ -955,7 +976,10 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("BeginQuorumEpochRequest.LeaderEndpoint.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("BeginQuorumEpochRequest.LeaderEndpoint.name", n_name)
@@ -967,14 +991,17 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("BeginQuorumEpochRequest.LeaderEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("BeginQuorumEpochRequest.LeaderEndpoint.host", n_host)
@@ -986,7 +1013,7 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -997,7 +1024,10 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.LeaderEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BeginQuorumEpochResponse_v0(buf, cur, end):
@@ -1299,7 +1329,10 @@ def _enc_BeginQuorumEpochResponse_v1(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "BeginQuorumEpochResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BeginQuorumEpochResponse_TopicData_v0(buf, cur, end):
@@ -1380,7 +1413,10 @@ def _enc_BeginQuorumEpochResponse_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("BeginQuorumEpochResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("BeginQuorumEpochResponse.TopicData.topic_name", n_topic_name)
@@ -1391,7 +1427,7 @@ def _enc_BeginQuorumEpochResponse_TopicData_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1512,7 +1548,10 @@ def _enc_BeginQuorumEpochResponse_TopicData_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("BeginQuorumEpochResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("BeginQuorumEpochResponse.TopicData.topic_name", n_topic_name)
@@ -1524,7 +1563,7 @@ def _enc_BeginQuorumEpochResponse_TopicData_v1(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1543,7 +1582,10 @@ def _enc_BeginQuorumEpochResponse_TopicData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BeginQuorumEpochResponse_PartitionData_v0(buf, cur, end):
@@ -1632,7 +1674,10 @@ def _enc_BeginQuorumEpochResponse_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
@@ -1710,7 +1755,10 @@ def _enc_BeginQuorumEpochResponse_NodeEndpoint_v1(obj, out):
     if f_host is None:
         raise _w.not_nullable("BeginQuorumEpochResponse.NodeEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("BeginQuorumEpochResponse.NodeEndpoint.host", n_host)
@@ -1722,7 +1770,7 @@ def _enc_BeginQuorumEpochResponse_NodeEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1733,7 +1781,10 @@ def _enc_BeginQuorumEpochResponse_NodeEndpoint_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.NodeEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class BeginQuorumEpochRequest_PartitionData(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -321,7 +321,10 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
     if f_cluster_id is None:
         raise _w.not_nullable("BrokerRegistrationRequest.cluster_id")
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
@@ -333,7 +336,7 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     out += obj.incarnation_id.bytes
@@ -367,7 +370,10 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
@@ -379,13 +385,16 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
@@ -654,7 +663,10 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
     if f_cluster_id is None:
         raise _w.not_nullable("BrokerRegistrationRequest.cluster_id")
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
@@ -666,7 +678,7 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     out += obj.incarnation_id.bytes
@@ -700,7 +712,10 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
@@ -712,7 +727,7 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if cython.compiled:
@@ -723,7 +738,10 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
@@ -1011,7 +1029,10 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
     if f_cluster_id is None:
         raise _w.not_nullable("BrokerRegistrationRequest.cluster_id")
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
@@ -1023,7 +1044,7 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     out += obj.incarnation_id.bytes
@@ -1057,7 +1078,10 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
@@ -1069,7 +1093,7 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if cython.compiled:
@@ -1093,7 +1117,10 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
@@ -1388,7 +1415,10 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
     if f_cluster_id is None:
         raise _w.not_nullable("BrokerRegistrationRequest.cluster_id")
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
@@ -1400,7 +1430,7 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     out += obj.incarnation_id.bytes
@@ -1434,7 +1464,10 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
@@ -1446,7 +1479,7 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if cython.compiled:
@@ -1475,7 +1508,10 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
@@ -1571,7 +1607,10 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("BrokerRegistrationRequest.Listener.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.Listener.name", n_name)
@@ -1583,14 +1622,17 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("BrokerRegistrationRequest.Listener.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.Listener.host", n_host)
@@ -1602,7 +1644,7 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1614,7 +1656,10 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Listener")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
@@ -1681,7 +1726,10 @@ def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("BrokerRegistrationRequest.Feature.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("BrokerRegistrationRequest.Feature.name", n_name)
@@ -1693,7 +1741,7 @@ def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -1705,7 +1753,10 @@ def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Feature")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_BrokerRegistrationResponse_v0(buf, cur, end):
@@ -1751,7 +1802,10 @@ def _enc_BrokerRegistrationResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class BrokerRegistrationRequest_Listener(Struct):

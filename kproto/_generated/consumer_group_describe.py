@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -174,7 +174,10 @@ def _enc_ConsumerGroupDescribeRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_v0(buf, cur, end):
@@ -551,7 +554,10 @@ def _enc_ConsumerGroupDescribeResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_v1(buf, cur, end):
@@ -932,7 +938,10 @@ def _enc_ConsumerGroupDescribeResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
@@ -1316,7 +1325,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
@@ -1328,14 +1340,17 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
@@ -1347,14 +1362,17 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
@@ -1366,7 +1384,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     if cython.compiled:
@@ -1379,7 +1397,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     if f_assignor_name is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name")
     else:
-        f_assignor_name = f_assignor_name.encode("utf-8")
+        if cython.compiled:
+            f_assignor_name = _utf8(f_assignor_name)
+        else:
+            f_assignor_name = f_assignor_name.encode("utf-8")
         n_assignor_name = len(f_assignor_name)
         if n_assignor_name > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name", n_assignor_name)
@@ -1391,7 +1412,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_assignor_name)
+            _put_text(out, f_assignor_name)
         else:
             out += f_assignor_name
     f_members = obj.members
@@ -1415,7 +1436,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
@@ -1803,7 +1827,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
@@ -1815,14 +1842,17 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
@@ -1834,14 +1864,17 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
@@ -1853,7 +1886,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     if cython.compiled:
@@ -1866,7 +1899,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     if f_assignor_name is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name")
     else:
-        f_assignor_name = f_assignor_name.encode("utf-8")
+        if cython.compiled:
+            f_assignor_name = _utf8(f_assignor_name)
+        else:
+            f_assignor_name = f_assignor_name.encode("utf-8")
         n_assignor_name = len(f_assignor_name)
         if n_assignor_name > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name", n_assignor_name)
@@ -1878,7 +1914,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_assignor_name)
+            _put_text(out, f_assignor_name)
         else:
             out += f_assignor_name
     f_members = obj.members
@@ -1902,7 +1938,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
@@ -2183,7 +2222,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
@@ -2195,14 +2237,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_instance_id = obj.instance_id
     if f_instance_id is None:
         n_instance_id = -1
     else:
-        f_instance_id = f_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_instance_id = _utf8(f_instance_id)
+        else:
+            f_instance_id = f_instance_id.encode("utf-8")
         n_instance_id = len(f_instance_id)
         if n_instance_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
@@ -2214,14 +2259,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_instance_id)
+            _put_text(out, f_instance_id)
         else:
             out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
@@ -2233,7 +2281,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     if cython.compiled:
@@ -2245,7 +2293,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     if f_client_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
@@ -2257,14 +2308,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
@@ -2276,7 +2330,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
@@ -2306,7 +2360,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     if f_subscribed_topic_regex is None:
         n_subscribed_topic_regex = -1
     else:
-        f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
+        if cython.compiled:
+            f_subscribed_topic_regex = _utf8(f_subscribed_topic_regex)
+        else:
+            f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
         n_subscribed_topic_regex = len(f_subscribed_topic_regex)
         if n_subscribed_topic_regex > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_regex", n_subscribed_topic_regex)
@@ -2318,7 +2375,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
         if cython.compiled:
-            _put_bytes(out, f_subscribed_topic_regex)
+            _put_text(out, f_subscribed_topic_regex)
         else:
             out += f_subscribed_topic_regex
     f_assignment = obj.assignment
@@ -2328,7 +2385,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
@@ -2614,7 +2674,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
@@ -2626,14 +2689,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_instance_id = obj.instance_id
     if f_instance_id is None:
         n_instance_id = -1
     else:
-        f_instance_id = f_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_instance_id = _utf8(f_instance_id)
+        else:
+            f_instance_id = f_instance_id.encode("utf-8")
         n_instance_id = len(f_instance_id)
         if n_instance_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
@@ -2645,14 +2711,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_instance_id)
+            _put_text(out, f_instance_id)
         else:
             out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
@@ -2664,7 +2733,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     if cython.compiled:
@@ -2676,7 +2745,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     if f_client_id is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
@@ -2688,14 +2760,17 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
@@ -2707,7 +2782,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
@@ -2737,7 +2812,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     if f_subscribed_topic_regex is None:
         n_subscribed_topic_regex = -1
     else:
-        f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
+        if cython.compiled:
+            f_subscribed_topic_regex = _utf8(f_subscribed_topic_regex)
+        else:
+            f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
         n_subscribed_topic_regex = len(f_subscribed_topic_regex)
         if n_subscribed_topic_regex > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_regex", n_subscribed_topic_regex)
@@ -2749,7 +2827,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
         if cython.compiled:
-            _put_bytes(out, f_subscribed_topic_regex)
+            _put_text(out, f_subscribed_topic_regex)
         else:
             out += f_subscribed_topic_regex
     f_assignment = obj.assignment
@@ -2764,7 +2842,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end):
@@ -2886,7 +2967,10 @@ def _enc_ConsumerGroupDescribeResponse_Assignment_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
@@ -2974,7 +3058,10 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name", n_topic_name)
@@ -2986,7 +3073,7 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -3009,7 +3096,10 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ConsumerGroupDescribeRequest(Message):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -371,7 +371,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("ConsumerGroupHeartbeatRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.group_id", n_group_id)
@@ -383,14 +386,17 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("ConsumerGroupHeartbeatRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.member_id", n_member_id)
@@ -402,7 +408,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -414,7 +420,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
     if f_instance_id is None:
         n_instance_id = -1
     else:
-        f_instance_id = f_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_instance_id = _utf8(f_instance_id)
+        else:
+            f_instance_id = f_instance_id.encode("utf-8")
         n_instance_id = len(f_instance_id)
         if n_instance_id > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.instance_id", n_instance_id)
@@ -426,14 +435,17 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_instance_id)
+            _put_text(out, f_instance_id)
         else:
             out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.rack_id", n_rack_id)
@@ -445,7 +457,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     if cython.compiled:
@@ -481,7 +493,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
     if f_server_assignor is None:
         n_server_assignor = -1
     else:
-        f_server_assignor = f_server_assignor.encode("utf-8")
+        if cython.compiled:
+            f_server_assignor = _utf8(f_server_assignor)
+        else:
+            f_server_assignor = f_server_assignor.encode("utf-8")
         n_server_assignor = len(f_server_assignor)
         if n_server_assignor > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.server_assignor", n_server_assignor)
@@ -493,7 +508,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_server_assignor + 1)
     if n_server_assignor > 0:
         if cython.compiled:
-            _put_bytes(out, f_server_assignor)
+            _put_text(out, f_server_assignor)
         else:
             out += f_server_assignor
     f_topic_partitions = obj.topic_partitions
@@ -513,7 +528,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
@@ -857,7 +875,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("ConsumerGroupHeartbeatRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.group_id", n_group_id)
@@ -869,14 +890,17 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("ConsumerGroupHeartbeatRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.member_id", n_member_id)
@@ -888,7 +912,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -900,7 +924,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
     if f_instance_id is None:
         n_instance_id = -1
     else:
-        f_instance_id = f_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_instance_id = _utf8(f_instance_id)
+        else:
+            f_instance_id = f_instance_id.encode("utf-8")
         n_instance_id = len(f_instance_id)
         if n_instance_id > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.instance_id", n_instance_id)
@@ -912,14 +939,17 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_instance_id)
+            _put_text(out, f_instance_id)
         else:
             out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.rack_id", n_rack_id)
@@ -931,7 +961,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     if cython.compiled:
@@ -967,7 +997,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
     if f_subscribed_topic_regex is None:
         n_subscribed_topic_regex = -1
     else:
-        f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
+        if cython.compiled:
+            f_subscribed_topic_regex = _utf8(f_subscribed_topic_regex)
+        else:
+            f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
         n_subscribed_topic_regex = len(f_subscribed_topic_regex)
         if n_subscribed_topic_regex > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.subscribed_topic_regex", n_subscribed_topic_regex)
@@ -979,14 +1012,17 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
         if cython.compiled:
-            _put_bytes(out, f_subscribed_topic_regex)
+            _put_text(out, f_subscribed_topic_regex)
         else:
             out += f_subscribed_topic_regex
     f_server_assignor = obj.server_assignor
     if f_server_assignor is None:
         n_server_assignor = -1
     else:
-        f_server_assignor = f_server_assignor.encode("utf-8")
+        if cython.compiled:
+            f_server_assignor = _utf8(f_server_assignor)
+        else:
+            f_server_assignor = f_server_assignor.encode("utf-8")
         n_server_assignor = len(f_server_assignor)
         if n_server_assignor > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.server_assignor", n_server_assignor)
@@ -998,7 +1034,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
         _w.put_uvarint(out, n_server_assignor + 1)
     if n_server_assignor > 0:
         if cython.compiled:
-            _put_bytes(out, f_server_assignor)
+            _put_text(out, f_server_assignor)
         else:
             out += f_server_assignor
     f_topic_partitions = obj.topic_partitions
@@ -1018,7 +1054,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
@@ -1093,7 +1132,10 @@ def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest.TopicPartitions")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
@@ -1222,7 +1264,10 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatResponse.error_message", n_error_message)
@@ -1234,14 +1279,17 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ConsumerGroupHeartbeatResponse.member_id", n_member_id)
@@ -1253,7 +1301,7 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_assignment = obj.assignment
@@ -1270,7 +1318,10 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
@@ -1374,7 +1425,10 @@ def _enc_ConsumerGroupHeartbeatResponse_Assignment_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse.Assignment")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
@@ -1449,7 +1503,10 @@ def _enc_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ConsumerGroupHeartbeatRequest_TopicPartitions(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -231,7 +231,10 @@ def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("ConsumerProtocolAssignment.TopicPartition.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("ConsumerProtocolAssignment.TopicPartition.topic", n_topic)
@@ -242,7 +245,7 @@ def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -876,7 +879,10 @@ def _enc_ConsumerProtocolSubscription_v3(obj, out):
     if f_rack_id is None:
         n_rack_id = -1
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("ConsumerProtocolSubscription.rack_id", n_rack_id)
@@ -888,7 +894,7 @@ def _enc_ConsumerProtocolSubscription_v3(obj, out):
         out += _S_ih.pack(obj.generation_id, n_rack_id)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
 
@@ -950,7 +956,10 @@ def _enc_ConsumerProtocolSubscription_TopicPartition_v1(obj, out):
     if f_topic is None:
         raise _w.not_nullable("ConsumerProtocolSubscription.TopicPartition.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("ConsumerProtocolSubscription.TopicPartition.topic", n_topic)
@@ -961,7 +970,7 @@ def _enc_ConsumerProtocolSubscription_TopicPartition_v1(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions

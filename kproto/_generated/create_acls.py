@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -430,7 +430,10 @@ def _enc_CreateAclsRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
@@ -531,7 +534,10 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("CreateAclsRequest.AclCreation.resource_name", n_resource_name)
@@ -543,14 +549,17 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.principal")
     else:
-        f_principal = f_principal.encode("utf-8")
+        if cython.compiled:
+            f_principal = _utf8(f_principal)
+        else:
+            f_principal = f_principal.encode("utf-8")
         n_principal = len(f_principal)
         if n_principal > 32767:
             raise _w.string_too_long("CreateAclsRequest.AclCreation.principal", n_principal)
@@ -561,14 +570,17 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
         out += _S_h.pack(n_principal)
     if n_principal > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal)
+            _put_text(out, f_principal)
         else:
             out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("CreateAclsRequest.AclCreation.host", n_host)
@@ -579,7 +591,7 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
         out += _S_h.pack(n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -687,7 +699,10 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("CreateAclsRequest.AclCreation.resource_name", n_resource_name)
@@ -699,14 +714,17 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.principal")
     else:
-        f_principal = f_principal.encode("utf-8")
+        if cython.compiled:
+            f_principal = _utf8(f_principal)
+        else:
+            f_principal = f_principal.encode("utf-8")
         n_principal = len(f_principal)
         if n_principal > 32767:
             raise _w.string_too_long("CreateAclsRequest.AclCreation.principal", n_principal)
@@ -718,14 +736,17 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
         out += _S_bh.pack(obj.resource_pattern_type, n_principal)
     if n_principal > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal)
+            _put_text(out, f_principal)
         else:
             out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("CreateAclsRequest.AclCreation.host", n_host)
@@ -736,7 +757,7 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
         out += _S_h.pack(n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -890,7 +911,10 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("CreateAclsRequest.AclCreation.resource_name", n_resource_name)
@@ -902,7 +926,7 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     if cython.compiled:
@@ -914,7 +938,10 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
     if f_principal is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.principal")
     else:
-        f_principal = f_principal.encode("utf-8")
+        if cython.compiled:
+            f_principal = _utf8(f_principal)
+        else:
+            f_principal = f_principal.encode("utf-8")
         n_principal = len(f_principal)
         if n_principal > 32767:
             raise _w.string_too_long("CreateAclsRequest.AclCreation.principal", n_principal)
@@ -926,14 +953,17 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal)
+            _put_text(out, f_principal)
         else:
             out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("CreateAclsRequest.AclCreation.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("CreateAclsRequest.AclCreation.host", n_host)
@@ -945,7 +975,7 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -957,7 +987,10 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest.AclCreation")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateAclsResponse_v0(buf, cur, end):
@@ -1155,7 +1188,10 @@ def _enc_CreateAclsResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end):
@@ -1203,7 +1239,10 @@ def _enc_CreateAclsResponse_AclCreationResult_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("CreateAclsResponse.AclCreationResult.error_message", n_error_message)
@@ -1215,7 +1254,7 @@ def _enc_CreateAclsResponse_AclCreationResult_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
 
@@ -1289,7 +1328,10 @@ def _enc_CreateAclsResponse_AclCreationResult_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("CreateAclsResponse.AclCreationResult.error_message", n_error_message)
@@ -1301,13 +1343,16 @@ def _enc_CreateAclsResponse_AclCreationResult_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse.AclCreationResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class CreateAclsRequest_AclCreation(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -304,7 +304,10 @@ def _enc_CreateDelegationTokenRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
@@ -480,7 +483,10 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
     if f_owner_principal_type is None:
         n_owner_principal_type = -1
     else:
-        f_owner_principal_type = f_owner_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_owner_principal_type = _utf8(f_owner_principal_type)
+        else:
+            f_owner_principal_type = f_owner_principal_type.encode("utf-8")
         n_owner_principal_type = len(f_owner_principal_type)
         if n_owner_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.owner_principal_type", n_owner_principal_type)
@@ -492,14 +498,17 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
         _w.put_uvarint(out, n_owner_principal_type + 1)
     if n_owner_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_owner_principal_type)
+            _put_text(out, f_owner_principal_type)
         else:
             out += f_owner_principal_type
     f_owner_principal_name = obj.owner_principal_name
     if f_owner_principal_name is None:
         n_owner_principal_name = -1
     else:
-        f_owner_principal_name = f_owner_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_owner_principal_name = _utf8(f_owner_principal_name)
+        else:
+            f_owner_principal_name = f_owner_principal_name.encode("utf-8")
         n_owner_principal_name = len(f_owner_principal_name)
         if n_owner_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.owner_principal_name", n_owner_principal_name)
@@ -511,7 +520,7 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
         _w.put_uvarint(out, n_owner_principal_name + 1)
     if n_owner_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_owner_principal_name)
+            _put_text(out, f_owner_principal_name)
         else:
             out += f_owner_principal_name
     f_renewers = obj.renewers
@@ -535,7 +544,10 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
@@ -600,7 +612,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_type", n_principal_type)
@@ -611,14 +626,17 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_name", n_principal_name)
@@ -629,7 +647,7 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
 
@@ -717,7 +735,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_type", n_principal_type)
@@ -729,14 +750,17 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_name", n_principal_name)
@@ -748,13 +772,16 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest.CreatableRenewers")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
@@ -875,7 +902,10 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_type", n_principal_type)
@@ -887,14 +917,17 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_principal_type)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_name", n_principal_name)
@@ -905,14 +938,17 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     f_token_id = obj.token_id
     if f_token_id is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_id")
     else:
-        f_token_id = f_token_id.encode("utf-8")
+        if cython.compiled:
+            f_token_id = _utf8(f_token_id)
+        else:
+            f_token_id = f_token_id.encode("utf-8")
         n_token_id = len(f_token_id)
         if n_token_id > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.token_id", n_token_id)
@@ -926,7 +962,7 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
         out += _S_qqqh.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms, n_token_id)
     if n_token_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_id)
+            _put_text(out, f_token_id)
         else:
             out += f_token_id
     f_hmac = obj.hmac
@@ -1123,7 +1159,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_type", n_principal_type)
@@ -1135,14 +1174,17 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_name", n_principal_name)
@@ -1154,7 +1196,7 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     if cython.compiled:
@@ -1168,7 +1210,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     if f_token_id is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_id")
     else:
-        f_token_id = f_token_id.encode("utf-8")
+        if cython.compiled:
+            f_token_id = _utf8(f_token_id)
+        else:
+            f_token_id = f_token_id.encode("utf-8")
         n_token_id = len(f_token_id)
         if n_token_id > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.token_id", n_token_id)
@@ -1180,7 +1225,7 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_id)
+            _put_text(out, f_token_id)
         else:
             out += f_token_id
     f_hmac = obj.hmac
@@ -1207,7 +1252,10 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
@@ -1434,7 +1482,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_type", n_principal_type)
@@ -1446,14 +1497,17 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_name", n_principal_name)
@@ -1465,14 +1519,17 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     f_token_requester_principal_type = obj.token_requester_principal_type
     if f_token_requester_principal_type is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_type")
     else:
-        f_token_requester_principal_type = f_token_requester_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_token_requester_principal_type = _utf8(f_token_requester_principal_type)
+        else:
+            f_token_requester_principal_type = f_token_requester_principal_type.encode("utf-8")
         n_token_requester_principal_type = len(f_token_requester_principal_type)
         if n_token_requester_principal_type > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.token_requester_principal_type", n_token_requester_principal_type)
@@ -1484,14 +1541,17 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
         _w.put_uvarint(out, n_token_requester_principal_type + 1)
     if n_token_requester_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_requester_principal_type)
+            _put_text(out, f_token_requester_principal_type)
         else:
             out += f_token_requester_principal_type
     f_token_requester_principal_name = obj.token_requester_principal_name
     if f_token_requester_principal_name is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_name")
     else:
-        f_token_requester_principal_name = f_token_requester_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_token_requester_principal_name = _utf8(f_token_requester_principal_name)
+        else:
+            f_token_requester_principal_name = f_token_requester_principal_name.encode("utf-8")
         n_token_requester_principal_name = len(f_token_requester_principal_name)
         if n_token_requester_principal_name > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.token_requester_principal_name", n_token_requester_principal_name)
@@ -1503,7 +1563,7 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
         _w.put_uvarint(out, n_token_requester_principal_name + 1)
     if n_token_requester_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_requester_principal_name)
+            _put_text(out, f_token_requester_principal_name)
         else:
             out += f_token_requester_principal_name
     if cython.compiled:
@@ -1517,7 +1577,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     if f_token_id is None:
         raise _w.not_nullable("CreateDelegationTokenResponse.token_id")
     else:
-        f_token_id = f_token_id.encode("utf-8")
+        if cython.compiled:
+            f_token_id = _utf8(f_token_id)
+        else:
+            f_token_id = f_token_id.encode("utf-8")
         n_token_id = len(f_token_id)
         if n_token_id > 32767:
             raise _w.string_too_long("CreateDelegationTokenResponse.token_id", n_token_id)
@@ -1529,7 +1592,7 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_id)
+            _put_text(out, f_token_id)
         else:
             out += f_token_id
     f_hmac = obj.hmac
@@ -1556,7 +1619,10 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class CreateDelegationTokenRequest_CreatableRenewers(Struct):

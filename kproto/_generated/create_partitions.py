@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -359,7 +359,10 @@ def _enc_CreatePartitionsRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
@@ -449,7 +452,10 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreatePartitionsRequest.CreatePartitionsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreatePartitionsRequest.CreatePartitionsTopic.name", n_name)
@@ -460,7 +466,7 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_assignments = obj.assignments
@@ -603,7 +609,10 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreatePartitionsRequest.CreatePartitionsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreatePartitionsRequest.CreatePartitionsTopic.name", n_name)
@@ -615,7 +624,7 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -640,7 +649,10 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf, cur, end):
@@ -760,7 +772,10 @@ def _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreatePartitionsResponse_v0(buf, cur, end):
@@ -989,7 +1004,10 @@ def _enc_CreatePartitionsResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
@@ -1058,7 +1076,10 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreatePartitionsResponse.CreatePartitionsTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreatePartitionsResponse.CreatePartitionsTopicResult.name", n_name)
@@ -1069,14 +1090,17 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_error_message = obj.error_message
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("CreatePartitionsResponse.CreatePartitionsTopicResult.error_message", n_error_message)
@@ -1088,7 +1112,7 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
 
@@ -1186,7 +1210,10 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreatePartitionsResponse.CreatePartitionsTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreatePartitionsResponse.CreatePartitionsTopicResult.name", n_name)
@@ -1198,7 +1225,7 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -1210,7 +1237,10 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("CreatePartitionsResponse.CreatePartitionsTopicResult.error_message", n_error_message)
@@ -1222,13 +1252,16 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse.CreatePartitionsTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class CreatePartitionsRequest_CreatePartitionsAssignment(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -646,7 +646,10 @@ def _enc_CreateTopicsRequest_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
@@ -793,7 +796,10 @@ def _enc_CreateTopicsRequest_CreatableTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.name", n_name)
@@ -804,7 +810,7 @@ def _enc_CreateTopicsRequest_CreatableTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_assignments = obj.assignments
@@ -1043,7 +1049,10 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.name", n_name)
@@ -1055,7 +1064,7 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -1093,7 +1102,10 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end):
@@ -1229,7 +1241,10 @@ def _enc_CreateTopicsRequest_CreatableReplicaAssignment_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
@@ -1296,7 +1311,10 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name", n_name)
@@ -1307,14 +1325,17 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.value", n_value)
@@ -1325,7 +1346,7 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
         out += _S_h.pack(n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
 
@@ -1415,7 +1436,10 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name", n_name)
@@ -1427,14 +1451,17 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.value", n_value)
@@ -1446,13 +1473,16 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsResponse_v0(buf, cur, end):
@@ -1963,7 +1993,10 @@ def _enc_CreateTopicsResponse_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsResponse_v7(buf, cur, end):
@@ -2204,7 +2237,10 @@ def _enc_CreateTopicsResponse_v7(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
@@ -2262,7 +2298,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
@@ -2273,7 +2312,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -2354,7 +2393,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
@@ -2365,14 +2407,17 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_error_message = obj.error_message
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.error_message", n_error_message)
@@ -2384,7 +2429,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
 
@@ -2603,7 +2648,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
@@ -2615,7 +2663,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -2627,7 +2675,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.error_message", n_error_message)
@@ -2639,7 +2690,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -2674,7 +2725,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
@@ -2895,7 +2949,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
@@ -2907,7 +2964,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     out += obj.topic_id.bytes
@@ -2920,7 +2977,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.error_message", n_error_message)
@@ -2932,7 +2992,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -2967,7 +3027,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
@@ -3073,7 +3136,10 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name", n_name)
@@ -3085,14 +3151,17 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.value", n_value)
@@ -3104,7 +3173,7 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if cython.compiled:
@@ -3117,7 +3186,10 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class CreateTopicsRequest_CreatableReplicaAssignment(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -455,7 +455,10 @@ def _enc_DeleteAclsRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
@@ -562,7 +565,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
     if f_resource_name_filter is None:
         n_resource_name_filter = -1
     else:
-        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        if cython.compiled:
+            f_resource_name_filter = _utf8(f_resource_name_filter)
+        else:
+            f_resource_name_filter = f_resource_name_filter.encode("utf-8")
         n_resource_name_filter = len(f_resource_name_filter)
         if n_resource_name_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", n_resource_name_filter)
@@ -574,14 +580,17 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name_filter)
+            _put_text(out, f_resource_name_filter)
         else:
             out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
     else:
-        f_principal_filter = f_principal_filter.encode("utf-8")
+        if cython.compiled:
+            f_principal_filter = _utf8(f_principal_filter)
+        else:
+            f_principal_filter = f_principal_filter.encode("utf-8")
         n_principal_filter = len(f_principal_filter)
         if n_principal_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.principal_filter", n_principal_filter)
@@ -592,14 +601,17 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
         out += _S_h.pack(n_principal_filter)
     if n_principal_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_filter)
+            _put_text(out, f_principal_filter)
         else:
             out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
     else:
-        f_host_filter = f_host_filter.encode("utf-8")
+        if cython.compiled:
+            f_host_filter = _utf8(f_host_filter)
+        else:
+            f_host_filter = f_host_filter.encode("utf-8")
         n_host_filter = len(f_host_filter)
         if n_host_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.host_filter", n_host_filter)
@@ -610,7 +622,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_filter)
+            _put_text(out, f_host_filter)
         else:
             out += f_host_filter
     if cython.compiled:
@@ -724,7 +736,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
     if f_resource_name_filter is None:
         n_resource_name_filter = -1
     else:
-        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        if cython.compiled:
+            f_resource_name_filter = _utf8(f_resource_name_filter)
+        else:
+            f_resource_name_filter = f_resource_name_filter.encode("utf-8")
         n_resource_name_filter = len(f_resource_name_filter)
         if n_resource_name_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", n_resource_name_filter)
@@ -736,14 +751,17 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name_filter)
+            _put_text(out, f_resource_name_filter)
         else:
             out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
     else:
-        f_principal_filter = f_principal_filter.encode("utf-8")
+        if cython.compiled:
+            f_principal_filter = _utf8(f_principal_filter)
+        else:
+            f_principal_filter = f_principal_filter.encode("utf-8")
         n_principal_filter = len(f_principal_filter)
         if n_principal_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.principal_filter", n_principal_filter)
@@ -755,14 +773,17 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
         out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
     if n_principal_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_filter)
+            _put_text(out, f_principal_filter)
         else:
             out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
     else:
-        f_host_filter = f_host_filter.encode("utf-8")
+        if cython.compiled:
+            f_host_filter = _utf8(f_host_filter)
+        else:
+            f_host_filter = f_host_filter.encode("utf-8")
         n_host_filter = len(f_host_filter)
         if n_host_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.host_filter", n_host_filter)
@@ -773,7 +794,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_filter)
+            _put_text(out, f_host_filter)
         else:
             out += f_host_filter
     if cython.compiled:
@@ -933,7 +954,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     if f_resource_name_filter is None:
         n_resource_name_filter = -1
     else:
-        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        if cython.compiled:
+            f_resource_name_filter = _utf8(f_resource_name_filter)
+        else:
+            f_resource_name_filter = f_resource_name_filter.encode("utf-8")
         n_resource_name_filter = len(f_resource_name_filter)
         if n_resource_name_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", n_resource_name_filter)
@@ -945,7 +969,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
         _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name_filter)
+            _put_text(out, f_resource_name_filter)
         else:
             out += f_resource_name_filter
     if cython.compiled:
@@ -957,7 +981,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     if f_principal_filter is None:
         n_principal_filter = -1
     else:
-        f_principal_filter = f_principal_filter.encode("utf-8")
+        if cython.compiled:
+            f_principal_filter = _utf8(f_principal_filter)
+        else:
+            f_principal_filter = f_principal_filter.encode("utf-8")
         n_principal_filter = len(f_principal_filter)
         if n_principal_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.principal_filter", n_principal_filter)
@@ -969,14 +996,17 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
         _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_filter)
+            _put_text(out, f_principal_filter)
         else:
             out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
     else:
-        f_host_filter = f_host_filter.encode("utf-8")
+        if cython.compiled:
+            f_host_filter = _utf8(f_host_filter)
+        else:
+            f_host_filter = f_host_filter.encode("utf-8")
         n_host_filter = len(f_host_filter)
         if n_host_filter > 32767:
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.host_filter", n_host_filter)
@@ -988,7 +1018,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
         _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_filter)
+            _put_text(out, f_host_filter)
         else:
             out += f_host_filter
     if cython.compiled:
@@ -1000,7 +1030,10 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest.DeleteAclsFilter")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteAclsResponse_v0(buf, cur, end):
@@ -1558,7 +1591,10 @@ def _enc_DeleteAclsResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
@@ -1698,7 +1734,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.error_message", n_error_message)
@@ -1710,7 +1749,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_matching_acls = obj.matching_acls
@@ -1864,7 +1903,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.error_message", n_error_message)
@@ -1876,7 +1918,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_matching_acls = obj.matching_acls
@@ -2099,7 +2141,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.error_message", n_error_message)
@@ -2111,7 +2156,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_matching_acls = obj.matching_acls
@@ -2130,7 +2175,10 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
@@ -2256,7 +2304,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", n_error_message)
@@ -2268,14 +2319,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", n_resource_name)
@@ -2287,14 +2341,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
     else:
-        f_principal = f_principal.encode("utf-8")
+        if cython.compiled:
+            f_principal = _utf8(f_principal)
+        else:
+            f_principal = f_principal.encode("utf-8")
         n_principal = len(f_principal)
         if n_principal > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", n_principal)
@@ -2305,14 +2362,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
         out += _S_h.pack(n_principal)
     if n_principal > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal)
+            _put_text(out, f_principal)
         else:
             out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", n_host)
@@ -2323,7 +2383,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
         out += _S_h.pack(n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -2456,7 +2516,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", n_error_message)
@@ -2468,14 +2531,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", n_resource_name)
@@ -2487,14 +2553,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_principal = obj.principal
     if f_principal is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
     else:
-        f_principal = f_principal.encode("utf-8")
+        if cython.compiled:
+            f_principal = _utf8(f_principal)
+        else:
+            f_principal = f_principal.encode("utf-8")
         n_principal = len(f_principal)
         if n_principal > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", n_principal)
@@ -2506,14 +2575,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
         out += _S_bh.pack(obj.pattern_type, n_principal)
     if n_principal > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal)
+            _put_text(out, f_principal)
         else:
             out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", n_host)
@@ -2524,7 +2596,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
         out += _S_h.pack(n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -2717,7 +2789,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", n_error_message)
@@ -2729,7 +2804,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -2741,7 +2816,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", n_resource_name)
@@ -2753,7 +2831,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     if cython.compiled:
@@ -2765,7 +2843,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     if f_principal is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
     else:
-        f_principal = f_principal.encode("utf-8")
+        if cython.compiled:
+            f_principal = _utf8(f_principal)
+        else:
+            f_principal = f_principal.encode("utf-8")
         n_principal = len(f_principal)
         if n_principal > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", n_principal)
@@ -2777,14 +2858,17 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal)
+            _put_text(out, f_principal)
         else:
             out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", n_host)
@@ -2796,7 +2880,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -2808,7 +2892,10 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DeleteAclsRequest_DeleteAclsFilter(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -314,7 +314,10 @@ def _enc_DeleteRecordsRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
@@ -393,7 +396,10 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteRecordsRequest.DeleteRecordsTopic.name", n_name)
@@ -404,7 +410,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -523,7 +529,10 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteRecordsRequest.DeleteRecordsTopic.name", n_name)
@@ -535,7 +544,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -554,7 +563,10 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf, cur, end):
@@ -631,7 +643,10 @@ def _enc_DeleteRecordsRequest_DeleteRecordsPartition_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteRecordsResponse_v0(buf, cur, end):
@@ -877,7 +892,10 @@ def _enc_DeleteRecordsResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
@@ -957,7 +975,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteRecordsResponse.DeleteRecordsTopicResult.name", n_name)
@@ -968,7 +989,7 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1088,7 +1109,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteRecordsResponse.DeleteRecordsTopicResult.name", n_name)
@@ -1100,7 +1124,7 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1119,7 +1143,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf, cur, end):
@@ -1202,7 +1229,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DeleteRecordsRequest_DeleteRecordsPartition(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -251,7 +251,10 @@ def _enc_DeleteTopicsRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteTopicsRequest_v6(buf, cur, end):
@@ -372,7 +375,10 @@ def _enc_DeleteTopicsRequest_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
@@ -436,7 +442,10 @@ def _enc_DeleteTopicsRequest_DeleteTopicState_v6(obj, out):
     if f_name is None:
         n_name = -1
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteTopicsRequest.DeleteTopicState.name", n_name)
@@ -448,14 +457,17 @@ def _enc_DeleteTopicsRequest_DeleteTopicState_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     out += obj.topic_id.bytes
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest.DeleteTopicState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteTopicsResponse_v0(buf, cur, end):
@@ -737,7 +749,10 @@ def _enc_DeleteTopicsResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteTopicsResponse_v5(buf, cur, end):
@@ -876,7 +891,10 @@ def _enc_DeleteTopicsResponse_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteTopicsResponse_v6(buf, cur, end):
@@ -1021,7 +1039,10 @@ def _enc_DeleteTopicsResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
@@ -1075,7 +1096,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("DeleteTopicsResponse.DeletableTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.name", n_name)
@@ -1086,7 +1110,7 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -1160,7 +1184,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v4(obj, out):
     if f_name is None:
         raise _w.not_nullable("DeleteTopicsResponse.DeletableTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.name", n_name)
@@ -1172,7 +1199,7 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v4(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -1183,7 +1210,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
@@ -1280,7 +1310,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("DeleteTopicsResponse.DeletableTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.name", n_name)
@@ -1292,7 +1325,7 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -1304,7 +1337,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.error_message", n_error_message)
@@ -1316,13 +1352,16 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
@@ -1425,7 +1464,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v6(obj, out):
     if f_name is None:
         n_name = -1
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.name", n_name)
@@ -1437,7 +1479,7 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     out += obj.topic_id.bytes
@@ -1450,7 +1492,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v6(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.error_message", n_error_message)
@@ -1462,13 +1507,16 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v6(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DeleteTopicsRequest_DeleteTopicState(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -179,7 +179,10 @@ def _enc_DescribeAclsRequest_v0(obj, out):
     if f_resource_name_filter is None:
         n_resource_name_filter = -1
     else:
-        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        if cython.compiled:
+            f_resource_name_filter = _utf8(f_resource_name_filter)
+        else:
+            f_resource_name_filter = f_resource_name_filter.encode("utf-8")
         n_resource_name_filter = len(f_resource_name_filter)
         if n_resource_name_filter > 32767:
             raise _w.string_too_long("DescribeAclsRequest.resource_name_filter", n_resource_name_filter)
@@ -191,14 +194,17 @@ def _enc_DescribeAclsRequest_v0(obj, out):
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name_filter)
+            _put_text(out, f_resource_name_filter)
         else:
             out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
     else:
-        f_principal_filter = f_principal_filter.encode("utf-8")
+        if cython.compiled:
+            f_principal_filter = _utf8(f_principal_filter)
+        else:
+            f_principal_filter = f_principal_filter.encode("utf-8")
         n_principal_filter = len(f_principal_filter)
         if n_principal_filter > 32767:
             raise _w.string_too_long("DescribeAclsRequest.principal_filter", n_principal_filter)
@@ -209,14 +215,17 @@ def _enc_DescribeAclsRequest_v0(obj, out):
         out += _S_h.pack(n_principal_filter)
     if n_principal_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_filter)
+            _put_text(out, f_principal_filter)
         else:
             out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
     else:
-        f_host_filter = f_host_filter.encode("utf-8")
+        if cython.compiled:
+            f_host_filter = _utf8(f_host_filter)
+        else:
+            f_host_filter = f_host_filter.encode("utf-8")
         n_host_filter = len(f_host_filter)
         if n_host_filter > 32767:
             raise _w.string_too_long("DescribeAclsRequest.host_filter", n_host_filter)
@@ -227,7 +236,7 @@ def _enc_DescribeAclsRequest_v0(obj, out):
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_filter)
+            _put_text(out, f_host_filter)
         else:
             out += f_host_filter
     if cython.compiled:
@@ -341,7 +350,10 @@ def _enc_DescribeAclsRequest_v1(obj, out):
     if f_resource_name_filter is None:
         n_resource_name_filter = -1
     else:
-        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        if cython.compiled:
+            f_resource_name_filter = _utf8(f_resource_name_filter)
+        else:
+            f_resource_name_filter = f_resource_name_filter.encode("utf-8")
         n_resource_name_filter = len(f_resource_name_filter)
         if n_resource_name_filter > 32767:
             raise _w.string_too_long("DescribeAclsRequest.resource_name_filter", n_resource_name_filter)
@@ -353,14 +365,17 @@ def _enc_DescribeAclsRequest_v1(obj, out):
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     if n_resource_name_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name_filter)
+            _put_text(out, f_resource_name_filter)
         else:
             out += f_resource_name_filter
     f_principal_filter = obj.principal_filter
     if f_principal_filter is None:
         n_principal_filter = -1
     else:
-        f_principal_filter = f_principal_filter.encode("utf-8")
+        if cython.compiled:
+            f_principal_filter = _utf8(f_principal_filter)
+        else:
+            f_principal_filter = f_principal_filter.encode("utf-8")
         n_principal_filter = len(f_principal_filter)
         if n_principal_filter > 32767:
             raise _w.string_too_long("DescribeAclsRequest.principal_filter", n_principal_filter)
@@ -372,14 +387,17 @@ def _enc_DescribeAclsRequest_v1(obj, out):
         out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
     if n_principal_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_filter)
+            _put_text(out, f_principal_filter)
         else:
             out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
     else:
-        f_host_filter = f_host_filter.encode("utf-8")
+        if cython.compiled:
+            f_host_filter = _utf8(f_host_filter)
+        else:
+            f_host_filter = f_host_filter.encode("utf-8")
         n_host_filter = len(f_host_filter)
         if n_host_filter > 32767:
             raise _w.string_too_long("DescribeAclsRequest.host_filter", n_host_filter)
@@ -390,7 +408,7 @@ def _enc_DescribeAclsRequest_v1(obj, out):
         out += _S_h.pack(n_host_filter)
     if n_host_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_filter)
+            _put_text(out, f_host_filter)
         else:
             out += f_host_filter
     if cython.compiled:
@@ -550,7 +568,10 @@ def _enc_DescribeAclsRequest_v2(obj, out):
     if f_resource_name_filter is None:
         n_resource_name_filter = -1
     else:
-        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        if cython.compiled:
+            f_resource_name_filter = _utf8(f_resource_name_filter)
+        else:
+            f_resource_name_filter = f_resource_name_filter.encode("utf-8")
         n_resource_name_filter = len(f_resource_name_filter)
         if n_resource_name_filter > 32767:
             raise _w.string_too_long("DescribeAclsRequest.resource_name_filter", n_resource_name_filter)
@@ -562,7 +583,7 @@ def _enc_DescribeAclsRequest_v2(obj, out):
         _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name_filter)
+            _put_text(out, f_resource_name_filter)
         else:
             out += f_resource_name_filter
     if cython.compiled:
@@ -574,7 +595,10 @@ def _enc_DescribeAclsRequest_v2(obj, out):
     if f_principal_filter is None:
         n_principal_filter = -1
     else:
-        f_principal_filter = f_principal_filter.encode("utf-8")
+        if cython.compiled:
+            f_principal_filter = _utf8(f_principal_filter)
+        else:
+            f_principal_filter = f_principal_filter.encode("utf-8")
         n_principal_filter = len(f_principal_filter)
         if n_principal_filter > 32767:
             raise _w.string_too_long("DescribeAclsRequest.principal_filter", n_principal_filter)
@@ -586,14 +610,17 @@ def _enc_DescribeAclsRequest_v2(obj, out):
         _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_filter)
+            _put_text(out, f_principal_filter)
         else:
             out += f_principal_filter
     f_host_filter = obj.host_filter
     if f_host_filter is None:
         n_host_filter = -1
     else:
-        f_host_filter = f_host_filter.encode("utf-8")
+        if cython.compiled:
+            f_host_filter = _utf8(f_host_filter)
+        else:
+            f_host_filter = f_host_filter.encode("utf-8")
         n_host_filter = len(f_host_filter)
         if n_host_filter > 32767:
             raise _w.string_too_long("DescribeAclsRequest.host_filter", n_host_filter)
@@ -605,7 +632,7 @@ def _enc_DescribeAclsRequest_v2(obj, out):
         _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_filter)
+            _put_text(out, f_host_filter)
         else:
             out += f_host_filter
     if cython.compiled:
@@ -617,7 +644,10 @@ def _enc_DescribeAclsRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeAclsResponse_v0(buf, cur, end):
@@ -760,7 +790,10 @@ def _enc_DescribeAclsResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeAclsResponse.error_message", n_error_message)
@@ -773,7 +806,7 @@ def _enc_DescribeAclsResponse_v0(obj, out):
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resources = obj.resources
@@ -930,7 +963,10 @@ def _enc_DescribeAclsResponse_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeAclsResponse.error_message", n_error_message)
@@ -943,7 +979,7 @@ def _enc_DescribeAclsResponse_v1(obj, out):
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resources = obj.resources
@@ -1171,7 +1207,10 @@ def _enc_DescribeAclsResponse_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeAclsResponse.error_message", n_error_message)
@@ -1183,7 +1222,7 @@ def _enc_DescribeAclsResponse_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resources = obj.resources
@@ -1202,7 +1241,10 @@ def _enc_DescribeAclsResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
@@ -1312,7 +1354,10 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v0(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.resource_name", n_resource_name)
@@ -1324,7 +1369,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v0(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_acls = obj.acls
@@ -1447,7 +1492,10 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v1(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.resource_name", n_resource_name)
@@ -1459,7 +1507,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v1(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_acls = obj.acls
@@ -1636,7 +1684,10 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v2(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.resource_name", n_resource_name)
@@ -1648,7 +1699,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v2(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     if cython.compiled:
@@ -1672,7 +1723,10 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
@@ -1747,7 +1801,10 @@ def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
     if f_principal is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.principal")
     else:
-        f_principal = f_principal.encode("utf-8")
+        if cython.compiled:
+            f_principal = _utf8(f_principal)
+        else:
+            f_principal = f_principal.encode("utf-8")
         n_principal = len(f_principal)
         if n_principal > 32767:
             raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.AclDescription.principal", n_principal)
@@ -1758,14 +1815,17 @@ def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
         out += _S_h.pack(n_principal)
     if n_principal > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal)
+            _put_text(out, f_principal)
         else:
             out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.AclDescription.host", n_host)
@@ -1776,7 +1836,7 @@ def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
         out += _S_h.pack(n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1880,7 +1940,10 @@ def _enc_DescribeAclsResponse_AclDescription_v2(obj, out):
     if f_principal is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.principal")
     else:
-        f_principal = f_principal.encode("utf-8")
+        if cython.compiled:
+            f_principal = _utf8(f_principal)
+        else:
+            f_principal = f_principal.encode("utf-8")
         n_principal = len(f_principal)
         if n_principal > 32767:
             raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.AclDescription.principal", n_principal)
@@ -1892,14 +1955,17 @@ def _enc_DescribeAclsResponse_AclDescription_v2(obj, out):
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal)
+            _put_text(out, f_principal)
         else:
             out += f_principal
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.AclDescription.host", n_host)
@@ -1911,7 +1977,7 @@ def _enc_DescribeAclsResponse_AclDescription_v2(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1923,7 +1989,10 @@ def _enc_DescribeAclsResponse_AclDescription_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource.AclDescription")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeAclsRequest(Message):

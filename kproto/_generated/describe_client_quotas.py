@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -313,7 +313,10 @@ def _enc_DescribeClientQuotasRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
@@ -382,7 +385,10 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("DescribeClientQuotasRequest.ComponentData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.entity_type", n_entity_type)
@@ -393,14 +399,17 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_match = obj.match
     if f_match is None:
         n_match = -1
     else:
-        f_match = f_match.encode("utf-8")
+        if cython.compiled:
+            f_match = _utf8(f_match)
+        else:
+            f_match = f_match.encode("utf-8")
         n_match = len(f_match)
         if n_match > 32767:
             raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.match", n_match)
@@ -412,7 +421,7 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
         out += _S_bh.pack(obj.match_type, n_match)
     if n_match > 0:
         if cython.compiled:
-            _put_bytes(out, f_match)
+            _put_text(out, f_match)
         else:
             out += f_match
 
@@ -510,7 +519,10 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("DescribeClientQuotasRequest.ComponentData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.entity_type", n_entity_type)
@@ -522,7 +534,7 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     if cython.compiled:
@@ -534,7 +546,10 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
     if f_match is None:
         n_match = -1
     else:
-        f_match = f_match.encode("utf-8")
+        if cython.compiled:
+            f_match = _utf8(f_match)
+        else:
+            f_match = f_match.encode("utf-8")
         n_match = len(f_match)
         if n_match > 32767:
             raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.match", n_match)
@@ -546,13 +561,16 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
         _w.put_uvarint(out, n_match + 1)
     if n_match > 0:
         if cython.compiled:
-            _put_bytes(out, f_match)
+            _put_text(out, f_match)
         else:
             out += f_match
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest.ComponentData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
@@ -714,7 +732,10 @@ def _enc_DescribeClientQuotasResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.error_message", n_error_message)
@@ -727,7 +748,7 @@ def _enc_DescribeClientQuotasResponse_v0(obj, out):
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_entries = obj.entries
@@ -977,7 +998,10 @@ def _enc_DescribeClientQuotasResponse_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.error_message", n_error_message)
@@ -989,7 +1013,7 @@ def _enc_DescribeClientQuotasResponse_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_entries = obj.entries
@@ -1009,7 +1033,10 @@ def _enc_DescribeClientQuotasResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
@@ -1353,7 +1380,10 @@ def _enc_DescribeClientQuotasResponse_EntryData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
@@ -1420,7 +1450,10 @@ def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
@@ -1431,14 +1464,17 @@ def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_type)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
@@ -1449,7 +1485,7 @@ def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
         out += _S_h.pack(n_entity_name)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
 
@@ -1539,7 +1575,10 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
     if f_entity_type is None:
         raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.EntityData.entity_type")
     else:
-        f_entity_type = f_entity_type.encode("utf-8")
+        if cython.compiled:
+            f_entity_type = _utf8(f_entity_type)
+        else:
+            f_entity_type = f_entity_type.encode("utf-8")
         n_entity_type = len(f_entity_type)
         if n_entity_type > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
@@ -1551,14 +1590,17 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_type)
+            _put_text(out, f_entity_type)
         else:
             out += f_entity_type
     f_entity_name = obj.entity_name
     if f_entity_name is None:
         n_entity_name = -1
     else:
-        f_entity_name = f_entity_name.encode("utf-8")
+        if cython.compiled:
+            f_entity_name = _utf8(f_entity_name)
+        else:
+            f_entity_name = f_entity_name.encode("utf-8")
         n_entity_name = len(f_entity_name)
         if n_entity_name > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
@@ -1570,13 +1612,16 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_entity_name)
+            _put_text(out, f_entity_name)
         else:
             out += f_entity_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.EntityData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
@@ -1628,7 +1673,10 @@ def _enc_DescribeClientQuotasResponse_ValueData_v0(obj, out):
     if f_key is None:
         raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.ValueData.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.ValueData.key", n_key)
@@ -1639,7 +1687,7 @@ def _enc_DescribeClientQuotasResponse_ValueData_v0(obj, out):
         out += _S_h.pack(n_key)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     if cython.compiled:
@@ -1711,7 +1759,10 @@ def _enc_DescribeClientQuotasResponse_ValueData_v1(obj, out):
     if f_key is None:
         raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.ValueData.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.ValueData.key", n_key)
@@ -1723,7 +1774,7 @@ def _enc_DescribeClientQuotasResponse_ValueData_v1(obj, out):
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     if cython.compiled:
@@ -1734,7 +1785,10 @@ def _enc_DescribeClientQuotasResponse_ValueData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.ValueData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeClientQuotasRequest_ComponentData(Struct):

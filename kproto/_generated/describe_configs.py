@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -579,7 +579,10 @@ def _enc_DescribeConfigsRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
@@ -657,7 +660,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsRequest.DescribeConfigsResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsRequest.DescribeConfigsResource.resource_name", n_resource_name)
@@ -669,7 +675,7 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configuration_keys = obj.configuration_keys
@@ -810,7 +816,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsRequest.DescribeConfigsResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsRequest.DescribeConfigsResource.resource_name", n_resource_name)
@@ -822,7 +831,7 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configuration_keys = obj.configuration_keys
@@ -852,7 +861,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest.DescribeConfigsResource")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeConfigsResponse_v0(buf, cur, end):
@@ -1738,7 +1750,10 @@ def _enc_DescribeConfigsResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
@@ -1886,7 +1901,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.error_message", n_error_message)
@@ -1898,14 +1916,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.resource_name", n_resource_name)
@@ -1917,7 +1938,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -2121,7 +2142,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.error_message", n_error_message)
@@ -2133,14 +2157,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.resource_name", n_resource_name)
@@ -2152,7 +2179,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -2370,7 +2397,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.error_message", n_error_message)
@@ -2382,14 +2412,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.resource_name", n_resource_name)
@@ -2401,7 +2434,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -2713,7 +2746,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.error_message", n_error_message)
@@ -2725,7 +2761,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -2737,7 +2773,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.resource_name", n_resource_name)
@@ -2749,7 +2788,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -2768,7 +2807,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end):
@@ -2860,7 +2902,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", n_name)
@@ -2871,14 +2916,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", n_value)
@@ -2889,7 +2937,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
         out += _S_h.pack(n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if cython.compiled:
@@ -3044,7 +3092,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", n_name)
@@ -3055,14 +3106,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", n_value)
@@ -3073,7 +3127,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
         out += _S_h.pack(n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     f_synonyms = obj.synonyms
@@ -3259,7 +3313,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", n_name)
@@ -3270,14 +3327,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", n_value)
@@ -3288,7 +3348,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
         out += _S_h.pack(n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     f_synonyms = obj.synonyms
@@ -3310,7 +3370,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
     if f_documentation is None:
         n_documentation = -1
     else:
-        f_documentation = f_documentation.encode("utf-8")
+        if cython.compiled:
+            f_documentation = _utf8(f_documentation)
+        else:
+            f_documentation = f_documentation.encode("utf-8")
         n_documentation = len(f_documentation)
         if n_documentation > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", n_documentation)
@@ -3322,7 +3385,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
         out += _S_bh.pack(obj.config_type, n_documentation)
     if n_documentation > 0:
         if cython.compiled:
-            _put_bytes(out, f_documentation)
+            _put_text(out, f_documentation)
         else:
             out += f_documentation
 
@@ -3557,7 +3620,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", n_name)
@@ -3569,14 +3635,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", n_value)
@@ -3588,7 +3657,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if cython.compiled:
@@ -3620,7 +3689,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
     if f_documentation is None:
         n_documentation = -1
     else:
-        f_documentation = f_documentation.encode("utf-8")
+        if cython.compiled:
+            f_documentation = _utf8(f_documentation)
+        else:
+            f_documentation = f_documentation.encode("utf-8")
         n_documentation = len(f_documentation)
         if n_documentation > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", n_documentation)
@@ -3632,13 +3704,16 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
         _w.put_uvarint(out, n_documentation + 1)
     if n_documentation > 0:
         if cython.compiled:
-            _put_bytes(out, f_documentation)
+            _put_text(out, f_documentation)
         else:
             out += f_documentation
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
@@ -3713,7 +3788,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name", n_name)
@@ -3724,14 +3802,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.value", n_value)
@@ -3742,7 +3823,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
         out += _S_h.pack(n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if cython.compiled:
@@ -3845,7 +3926,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name", n_name)
@@ -3857,14 +3941,17 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.value", n_value)
@@ -3876,7 +3963,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if cython.compiled:
@@ -3887,7 +3974,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeConfigsRequest_DescribeConfigsResource(Struct):

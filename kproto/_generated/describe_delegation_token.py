@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -273,7 +273,10 @@ def _enc_DescribeDelegationTokenRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur, end):
@@ -338,7 +341,10 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(obj, out
     if f_principal_type is None:
         raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type", n_principal_type)
@@ -349,14 +355,17 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(obj, out
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name", n_principal_name)
@@ -367,7 +376,7 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(obj, out
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
 
@@ -455,7 +464,10 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out
     if f_principal_type is None:
         raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type", n_principal_type)
@@ -467,14 +479,17 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name", n_principal_name)
@@ -486,13 +501,16 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeDelegationTokenResponse_v0(buf, cur, end):
@@ -913,7 +931,10 @@ def _enc_DescribeDelegationTokenResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeDelegationTokenResponse_v3(buf, cur, end):
@@ -1196,7 +1217,10 @@ def _enc_DescribeDelegationTokenResponse_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, end):
@@ -1362,7 +1386,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", n_principal_type)
@@ -1373,14 +1400,17 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", n_principal_name)
@@ -1391,14 +1421,17 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     f_token_id = obj.token_id
     if f_token_id is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id")
     else:
-        f_token_id = f_token_id.encode("utf-8")
+        if cython.compiled:
+            f_token_id = _utf8(f_token_id)
+        else:
+            f_token_id = f_token_id.encode("utf-8")
         n_token_id = len(f_token_id)
         if n_token_id > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", n_token_id)
@@ -1412,7 +1445,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
         out += _S_qqqh.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp, n_token_id)
     if n_token_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_id)
+            _put_text(out, f_token_id)
         else:
             out += f_token_id
     f_hmac = obj.hmac
@@ -1673,7 +1706,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", n_principal_type)
@@ -1685,14 +1721,17 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", n_principal_name)
@@ -1704,7 +1743,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     if cython.compiled:
@@ -1718,7 +1757,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
     if f_token_id is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id")
     else:
-        f_token_id = f_token_id.encode("utf-8")
+        if cython.compiled:
+            f_token_id = _utf8(f_token_id)
+        else:
+            f_token_id = f_token_id.encode("utf-8")
         n_token_id = len(f_token_id)
         if n_token_id > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", n_token_id)
@@ -1730,7 +1772,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_id)
+            _put_text(out, f_token_id)
         else:
             out += f_token_id
     f_hmac = obj.hmac
@@ -1765,7 +1807,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, end):
@@ -2049,7 +2094,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     if f_principal_type is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", n_principal_type)
@@ -2061,14 +2109,17 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", n_principal_name)
@@ -2080,14 +2131,17 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     f_token_requester_principal_type = obj.token_requester_principal_type
     if f_token_requester_principal_type is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type")
     else:
-        f_token_requester_principal_type = f_token_requester_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_token_requester_principal_type = _utf8(f_token_requester_principal_type)
+        else:
+            f_token_requester_principal_type = f_token_requester_principal_type.encode("utf-8")
         n_token_requester_principal_type = len(f_token_requester_principal_type)
         if n_token_requester_principal_type > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", n_token_requester_principal_type)
@@ -2099,14 +2153,17 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
         _w.put_uvarint(out, n_token_requester_principal_type + 1)
     if n_token_requester_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_requester_principal_type)
+            _put_text(out, f_token_requester_principal_type)
         else:
             out += f_token_requester_principal_type
     f_token_requester_principal_name = obj.token_requester_principal_name
     if f_token_requester_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name")
     else:
-        f_token_requester_principal_name = f_token_requester_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_token_requester_principal_name = _utf8(f_token_requester_principal_name)
+        else:
+            f_token_requester_principal_name = f_token_requester_principal_name.encode("utf-8")
         n_token_requester_principal_name = len(f_token_requester_principal_name)
         if n_token_requester_principal_name > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", n_token_requester_principal_name)
@@ -2118,7 +2175,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
         _w.put_uvarint(out, n_token_requester_principal_name + 1)
     if n_token_requester_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_requester_principal_name)
+            _put_text(out, f_token_requester_principal_name)
         else:
             out += f_token_requester_principal_name
     if cython.compiled:
@@ -2132,7 +2189,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     if f_token_id is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id")
     else:
-        f_token_id = f_token_id.encode("utf-8")
+        if cython.compiled:
+            f_token_id = _utf8(f_token_id)
+        else:
+            f_token_id = f_token_id.encode("utf-8")
         n_token_id = len(f_token_id)
         if n_token_id > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", n_token_id)
@@ -2144,7 +2204,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_token_id)
+            _put_text(out, f_token_id)
         else:
             out += f_token_id
     f_hmac = obj.hmac
@@ -2179,7 +2239,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf, cur, end):
@@ -2244,7 +2307,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(obj,
     if f_principal_type is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type", n_principal_type)
@@ -2255,14 +2321,17 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(obj,
         out += _S_h.pack(n_principal_type)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name", n_principal_name)
@@ -2273,7 +2342,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(obj,
         out += _S_h.pack(n_principal_name)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
 
@@ -2361,7 +2430,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(obj,
     if f_principal_type is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type")
     else:
-        f_principal_type = f_principal_type.encode("utf-8")
+        if cython.compiled:
+            f_principal_type = _utf8(f_principal_type)
+        else:
+            f_principal_type = f_principal_type.encode("utf-8")
         n_principal_type = len(f_principal_type)
         if n_principal_type > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type", n_principal_type)
@@ -2373,14 +2445,17 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(obj,
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_type)
+            _put_text(out, f_principal_type)
         else:
             out += f_principal_type
     f_principal_name = obj.principal_name
     if f_principal_name is None:
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name")
     else:
-        f_principal_name = f_principal_name.encode("utf-8")
+        if cython.compiled:
+            f_principal_name = _utf8(f_principal_name)
+        else:
+            f_principal_name = f_principal_name.encode("utf-8")
         n_principal_name = len(f_principal_name)
         if n_principal_name > 32767:
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name", n_principal_name)
@@ -2392,13 +2467,16 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(obj,
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_principal_name)
+            _put_text(out, f_principal_name)
         else:
             out += f_principal_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -331,7 +331,10 @@ def _enc_DescribeGroupsRequest_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeGroupsResponse_v0(buf, cur, end):
@@ -1436,7 +1439,10 @@ def _enc_DescribeGroupsResponse_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeGroupsResponse_v6(buf, cur, end):
@@ -1764,7 +1770,10 @@ def _enc_DescribeGroupsResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
@@ -1968,7 +1977,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
@@ -1980,14 +1992,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
@@ -1998,14 +2013,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
@@ -2016,14 +2034,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
     else:
-        f_protocol_data = f_protocol_data.encode("utf-8")
+        if cython.compiled:
+            f_protocol_data = _utf8(f_protocol_data)
+        else:
+            f_protocol_data = f_protocol_data.encode("utf-8")
         n_protocol_data = len(f_protocol_data)
         if n_protocol_data > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
@@ -2034,7 +2055,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_data)
+            _put_text(out, f_protocol_data)
         else:
             out += f_protocol_data
     f_members = obj.members
@@ -2257,7 +2278,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
@@ -2269,14 +2293,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
@@ -2287,14 +2314,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
@@ -2305,14 +2335,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
     else:
-        f_protocol_data = f_protocol_data.encode("utf-8")
+        if cython.compiled:
+            f_protocol_data = _utf8(f_protocol_data)
+        else:
+            f_protocol_data = f_protocol_data.encode("utf-8")
         n_protocol_data = len(f_protocol_data)
         if n_protocol_data > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
@@ -2323,7 +2356,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_data)
+            _put_text(out, f_protocol_data)
         else:
             out += f_protocol_data
     f_members = obj.members
@@ -2565,7 +2598,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
@@ -2577,14 +2613,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
         out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
@@ -2595,14 +2634,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
         out += _S_h.pack(n_group_state)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
@@ -2613,14 +2655,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
     else:
-        f_protocol_data = f_protocol_data.encode("utf-8")
+        if cython.compiled:
+            f_protocol_data = _utf8(f_protocol_data)
+        else:
+            f_protocol_data = f_protocol_data.encode("utf-8")
         n_protocol_data = len(f_protocol_data)
         if n_protocol_data > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
@@ -2631,7 +2676,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
         out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_data)
+            _put_text(out, f_protocol_data)
         else:
             out += f_protocol_data
     f_members = obj.members
@@ -2964,7 +3009,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
@@ -2976,14 +3024,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
@@ -2995,14 +3046,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
@@ -3014,14 +3068,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
     else:
-        f_protocol_data = f_protocol_data.encode("utf-8")
+        if cython.compiled:
+            f_protocol_data = _utf8(f_protocol_data)
+        else:
+            f_protocol_data = f_protocol_data.encode("utf-8")
         n_protocol_data = len(f_protocol_data)
         if n_protocol_data > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
@@ -3033,7 +3090,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
         _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_data)
+            _put_text(out, f_protocol_data)
         else:
             out += f_protocol_data
     f_members = obj.members
@@ -3057,7 +3114,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
@@ -3399,7 +3459,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.error_message", n_error_message)
@@ -3411,14 +3474,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
@@ -3430,14 +3496,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
@@ -3449,14 +3518,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
@@ -3468,14 +3540,17 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
     else:
-        f_protocol_data = f_protocol_data.encode("utf-8")
+        if cython.compiled:
+            f_protocol_data = _utf8(f_protocol_data)
+        else:
+            f_protocol_data = f_protocol_data.encode("utf-8")
         n_protocol_data = len(f_protocol_data)
         if n_protocol_data > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
@@ -3487,7 +3562,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
         _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_data)
+            _put_text(out, f_protocol_data)
         else:
             out += f_protocol_data
     f_members = obj.members
@@ -3511,7 +3586,10 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
@@ -3624,7 +3702,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", n_member_id)
@@ -3635,14 +3716,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", n_client_id)
@@ -3653,14 +3737,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         out += _S_h.pack(n_client_id)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", n_client_host)
@@ -3671,7 +3758,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         out += _S_h.pack(n_client_host)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     f_member_metadata = obj.member_metadata
@@ -3838,7 +3925,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", n_member_id)
@@ -3849,14 +3939,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", n_group_instance_id)
@@ -3867,14 +3960,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", n_client_id)
@@ -3885,14 +3981,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
         out += _S_h.pack(n_client_id)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", n_client_host)
@@ -3903,7 +4002,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
         out += _S_h.pack(n_client_host)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     f_member_metadata = obj.member_metadata
@@ -4123,7 +4222,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", n_member_id)
@@ -4135,14 +4237,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", n_group_instance_id)
@@ -4154,14 +4259,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", n_client_id)
@@ -4173,14 +4281,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", n_client_host)
@@ -4192,7 +4303,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     f_member_metadata = obj.member_metadata
@@ -4230,7 +4341,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeGroupsRequest(Message):

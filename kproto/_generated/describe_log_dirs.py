@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -279,7 +279,10 @@ def _enc_DescribeLogDirsRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end):
@@ -340,7 +343,10 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("DescribeLogDirsRequest.DescribableLogDirTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("DescribeLogDirsRequest.DescribableLogDirTopic.topic", n_topic)
@@ -351,7 +357,7 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -451,7 +457,10 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2(obj, out):
     if f_topic is None:
         raise _w.not_nullable("DescribeLogDirsRequest.DescribableLogDirTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("DescribeLogDirsRequest.DescribableLogDirTopic.topic", n_topic)
@@ -463,7 +472,7 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -486,7 +495,10 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest.DescribableLogDirTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeLogDirsResponse_v0(buf, cur, end):
@@ -829,7 +841,10 @@ def _enc_DescribeLogDirsResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeLogDirsResponse_v3(buf, cur, end):
@@ -1036,7 +1051,10 @@ def _enc_DescribeLogDirsResponse_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeLogDirsResponse_v4(buf, cur, end):
@@ -1247,7 +1265,10 @@ def _enc_DescribeLogDirsResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeLogDirsResponse_v5(buf, cur, end):
@@ -1461,7 +1482,10 @@ def _enc_DescribeLogDirsResponse_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
@@ -1580,7 +1604,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v0(obj, out):
     if f_log_dir is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir")
     else:
-        f_log_dir = f_log_dir.encode("utf-8")
+        if cython.compiled:
+            f_log_dir = _utf8(f_log_dir)
+        else:
+            f_log_dir = f_log_dir.encode("utf-8")
         n_log_dir = len(f_log_dir)
         if n_log_dir > 32767:
             raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", n_log_dir)
@@ -1592,7 +1619,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_log_dir)
     if n_log_dir > 0:
         if cython.compiled:
-            _put_bytes(out, f_log_dir)
+            _put_text(out, f_log_dir)
         else:
             out += f_log_dir
     f_topics = obj.topics
@@ -1777,7 +1804,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2(obj, out):
     if f_log_dir is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir")
     else:
-        f_log_dir = f_log_dir.encode("utf-8")
+        if cython.compiled:
+            f_log_dir = _utf8(f_log_dir)
+        else:
+            f_log_dir = f_log_dir.encode("utf-8")
         n_log_dir = len(f_log_dir)
         if n_log_dir > 32767:
             raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", n_log_dir)
@@ -1789,7 +1819,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2(obj, out):
         _w.put_uvarint(out, n_log_dir + 1)
     if n_log_dir > 0:
         if cython.compiled:
-            _put_bytes(out, f_log_dir)
+            _put_text(out, f_log_dir)
         else:
             out += f_log_dir
     f_topics = obj.topics
@@ -1808,7 +1838,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
@@ -1987,7 +2020,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4(obj, out):
     if f_log_dir is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir")
     else:
-        f_log_dir = f_log_dir.encode("utf-8")
+        if cython.compiled:
+            f_log_dir = _utf8(f_log_dir)
+        else:
+            f_log_dir = f_log_dir.encode("utf-8")
         n_log_dir = len(f_log_dir)
         if n_log_dir > 32767:
             raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", n_log_dir)
@@ -1999,7 +2035,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4(obj, out):
         _w.put_uvarint(out, n_log_dir + 1)
     if n_log_dir > 0:
         if cython.compiled:
-            _put_bytes(out, f_log_dir)
+            _put_text(out, f_log_dir)
         else:
             out += f_log_dir
     f_topics = obj.topics
@@ -2024,7 +2060,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
@@ -2207,7 +2246,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5(obj, out):
     if f_log_dir is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir")
     else:
-        f_log_dir = f_log_dir.encode("utf-8")
+        if cython.compiled:
+            f_log_dir = _utf8(f_log_dir)
+        else:
+            f_log_dir = f_log_dir.encode("utf-8")
         n_log_dir = len(f_log_dir)
         if n_log_dir > 32767:
             raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", n_log_dir)
@@ -2219,7 +2261,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5(obj, out):
         _w.put_uvarint(out, n_log_dir + 1)
     if n_log_dir > 0:
         if cython.compiled:
-            _put_bytes(out, f_log_dir)
+            _put_text(out, f_log_dir)
         else:
             out += f_log_dir
     f_topics = obj.topics
@@ -2245,7 +2287,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
@@ -2329,7 +2374,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name", n_name)
@@ -2340,7 +2388,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2464,7 +2512,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name", n_name)
@@ -2476,7 +2527,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2495,7 +2546,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, cur, end):
@@ -2590,7 +2644,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeLogDirsRequest_DescribableLogDirTopic(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -171,7 +171,10 @@ def _enc_DescribeProducersRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
@@ -253,7 +256,10 @@ def _enc_DescribeProducersRequest_TopicRequest_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeProducersRequest.TopicRequest.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeProducersRequest.TopicRequest.name", n_name)
@@ -265,7 +271,7 @@ def _enc_DescribeProducersRequest_TopicRequest_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -288,7 +294,10 @@ def _enc_DescribeProducersRequest_TopicRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest.TopicRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeProducersResponse_v0(buf, cur, end):
@@ -491,7 +500,10 @@ def _enc_DescribeProducersResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
@@ -653,7 +665,10 @@ def _enc_DescribeProducersResponse_TopicResponse_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeProducersResponse.TopicResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeProducersResponse.TopicResponse.name", n_name)
@@ -665,7 +680,7 @@ def _enc_DescribeProducersResponse_TopicResponse_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -684,7 +699,10 @@ def _enc_DescribeProducersResponse_TopicResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
@@ -811,7 +829,10 @@ def _enc_DescribeProducersResponse_PartitionResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeProducersResponse.TopicResponse.PartitionResponse.error_message", n_error_message)
@@ -823,7 +844,7 @@ def _enc_DescribeProducersResponse_PartitionResponse_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_active_producers = obj.active_producers
@@ -842,7 +863,10 @@ def _enc_DescribeProducersResponse_PartitionResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse.PartitionResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeProducersResponse_ProducerState_v0(buf, cur, end):
@@ -897,7 +921,10 @@ def _enc_DescribeProducersResponse_ProducerState_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeProducersRequest_TopicRequest(Struct):

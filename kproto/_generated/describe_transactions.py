@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -152,7 +152,10 @@ def _enc_DescribeTransactionsRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
@@ -358,7 +361,10 @@ def _enc_DescribeTransactionsResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
@@ -548,7 +554,10 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
     if f_transactional_id is None:
         raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.transactional_id")
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.transactional_id", n_transactional_id)
@@ -560,14 +569,17 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     f_transaction_state = obj.transaction_state
     if f_transaction_state is None:
         raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.transaction_state")
     else:
-        f_transaction_state = f_transaction_state.encode("utf-8")
+        if cython.compiled:
+            f_transaction_state = _utf8(f_transaction_state)
+        else:
+            f_transaction_state = f_transaction_state.encode("utf-8")
         n_transaction_state = len(f_transaction_state)
         if n_transaction_state > 32767:
             raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.transaction_state", n_transaction_state)
@@ -579,7 +591,7 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
         _w.put_uvarint(out, n_transaction_state + 1)
     if n_transaction_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_transaction_state)
+            _put_text(out, f_transaction_state)
         else:
             out += f_transaction_state
     if cython.compiled:
@@ -606,7 +618,10 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse.TransactionState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
@@ -688,7 +703,10 @@ def _enc_DescribeTransactionsResponse_TopicData_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.TopicData.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.TopicData.topic", n_topic)
@@ -700,7 +718,7 @@ def _enc_DescribeTransactionsResponse_TopicData_v0(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -723,7 +741,10 @@ def _enc_DescribeTransactionsResponse_TopicData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse.TransactionState.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeTransactionsRequest(Message):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -157,7 +157,10 @@ def _enc_DescribeUserScramCredentialsRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
@@ -214,7 +217,10 @@ def _enc_DescribeUserScramCredentialsRequest_UserName_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("DescribeUserScramCredentialsRequest.UserName.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("DescribeUserScramCredentialsRequest.UserName.name", n_name)
@@ -226,13 +232,16 @@ def _enc_DescribeUserScramCredentialsRequest_UserName_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest.UserName")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
@@ -425,7 +434,10 @@ def _enc_DescribeUserScramCredentialsResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeUserScramCredentialsResponse.error_message", n_error_message)
@@ -437,7 +449,7 @@ def _enc_DescribeUserScramCredentialsResponse_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_results = obj.results
@@ -456,7 +468,10 @@ def _enc_DescribeUserScramCredentialsResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(buf, cur, end):
@@ -600,7 +615,10 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     if f_user is None:
         raise _w.not_nullable("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.user")
     else:
-        f_user = f_user.encode("utf-8")
+        if cython.compiled:
+            f_user = _utf8(f_user)
+        else:
+            f_user = f_user.encode("utf-8")
         n_user = len(f_user)
         if n_user > 32767:
             raise _w.string_too_long("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.user", n_user)
@@ -612,7 +630,7 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
         _w.put_uvarint(out, n_user + 1)
     if n_user > 0:
         if cython.compiled:
-            _put_bytes(out, f_user)
+            _put_text(out, f_user)
         else:
             out += f_user
     if cython.compiled:
@@ -624,7 +642,10 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.error_message", n_error_message)
@@ -636,7 +657,7 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_credential_infos = obj.credential_infos
@@ -655,7 +676,10 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, cur, end):
@@ -698,7 +722,10 @@ def _enc_DescribeUserScramCredentialsResponse_CredentialInfo_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class DescribeUserScramCredentialsRequest_UserName(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -423,7 +423,10 @@ def _enc_ElectLeadersRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
@@ -484,7 +487,10 @@ def _enc_ElectLeadersRequest_TopicPartitions_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("ElectLeadersRequest.TopicPartitions.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("ElectLeadersRequest.TopicPartitions.topic", n_topic)
@@ -495,7 +501,7 @@ def _enc_ElectLeadersRequest_TopicPartitions_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -595,7 +601,10 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
     if f_topic is None:
         raise _w.not_nullable("ElectLeadersRequest.TopicPartitions.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("ElectLeadersRequest.TopicPartitions.topic", n_topic)
@@ -607,7 +616,7 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -630,7 +639,10 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest.TopicPartitions")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ElectLeadersResponse_v0(buf, cur, end):
@@ -1023,7 +1035,10 @@ def _enc_ElectLeadersResponse_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
@@ -1113,7 +1128,10 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.topic", n_topic)
@@ -1124,7 +1142,7 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partition_result = obj.partition_result
@@ -1263,7 +1281,10 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
     if f_topic is None:
         raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.topic", n_topic)
@@ -1275,7 +1296,7 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partition_result = obj.partition_result
@@ -1294,7 +1315,10 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end):
@@ -1344,7 +1368,10 @@ def _enc_ElectLeadersResponse_PartitionResult_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.PartitionResult.error_message", n_error_message)
@@ -1357,7 +1384,7 @@ def _enc_ElectLeadersResponse_PartitionResult_v0(obj, out):
         out += _S_ihh.pack(obj.partition_id, obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
 
@@ -1434,7 +1461,10 @@ def _enc_ElectLeadersResponse_PartitionResult_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.PartitionResult.error_message", n_error_message)
@@ -1446,13 +1476,16 @@ def _enc_ElectLeadersResponse_PartitionResult_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ElectLeadersRequest_TopicPartitions(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -189,7 +189,10 @@ def _enc_EndQuorumEpochRequest_v0(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.cluster_id", n_cluster_id)
@@ -200,7 +203,7 @@ def _enc_EndQuorumEpochRequest_v0(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -488,7 +491,10 @@ def _enc_EndQuorumEpochRequest_v1(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.cluster_id", n_cluster_id)
@@ -500,7 +506,7 @@ def _enc_EndQuorumEpochRequest_v1(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -532,7 +538,10 @@ def _enc_EndQuorumEpochRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
@@ -621,7 +630,10 @@ def _enc_EndQuorumEpochRequest_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("EndQuorumEpochRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.TopicData.topic_name", n_topic_name)
@@ -632,7 +644,7 @@ def _enc_EndQuorumEpochRequest_TopicData_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -790,7 +802,10 @@ def _enc_EndQuorumEpochRequest_TopicData_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("EndQuorumEpochRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.TopicData.topic_name", n_topic_name)
@@ -802,7 +817,7 @@ def _enc_EndQuorumEpochRequest_TopicData_v1(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -821,7 +836,10 @@ def _enc_EndQuorumEpochRequest_TopicData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochRequest_PartitionData_v0(buf, cur, end):
@@ -994,7 +1012,10 @@ def _enc_EndQuorumEpochRequest_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end):
@@ -1040,7 +1061,10 @@ def _enc_EndQuorumEpochRequest_ReplicaInfo_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
@@ -1134,7 +1158,10 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("EndQuorumEpochRequest.LeaderEndpoint.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.LeaderEndpoint.name", n_name)
@@ -1146,14 +1173,17 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("EndQuorumEpochRequest.LeaderEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("EndQuorumEpochRequest.LeaderEndpoint.host", n_host)
@@ -1165,7 +1195,7 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1176,7 +1206,10 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.LeaderEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochResponse_v0(buf, cur, end):
@@ -1478,7 +1511,10 @@ def _enc_EndQuorumEpochResponse_v1(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "EndQuorumEpochResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
@@ -1559,7 +1595,10 @@ def _enc_EndQuorumEpochResponse_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("EndQuorumEpochResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("EndQuorumEpochResponse.TopicData.topic_name", n_topic_name)
@@ -1570,7 +1609,7 @@ def _enc_EndQuorumEpochResponse_TopicData_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1691,7 +1730,10 @@ def _enc_EndQuorumEpochResponse_TopicData_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("EndQuorumEpochResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("EndQuorumEpochResponse.TopicData.topic_name", n_topic_name)
@@ -1703,7 +1745,7 @@ def _enc_EndQuorumEpochResponse_TopicData_v1(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1722,7 +1764,10 @@ def _enc_EndQuorumEpochResponse_TopicData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochResponse_PartitionData_v0(buf, cur, end):
@@ -1811,7 +1856,10 @@ def _enc_EndQuorumEpochResponse_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
@@ -1889,7 +1937,10 @@ def _enc_EndQuorumEpochResponse_NodeEndpoint_v1(obj, out):
     if f_host is None:
         raise _w.not_nullable("EndQuorumEpochResponse.NodeEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("EndQuorumEpochResponse.NodeEndpoint.host", n_host)
@@ -1901,7 +1952,7 @@ def _enc_EndQuorumEpochResponse_NodeEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1912,7 +1963,10 @@ def _enc_EndQuorumEpochResponse_NodeEndpoint_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.NodeEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class EndQuorumEpochRequest_ReplicaInfo(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -1293,7 +1293,10 @@ def _enc_FetchRequest_v11(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -1304,7 +1307,7 @@ def _enc_FetchRequest_v11(obj, out):
         out += _S_h.pack(n_rack_id)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
 
@@ -1649,7 +1652,10 @@ def _enc_FetchRequest_v12(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -1661,7 +1667,7 @@ def _enc_FetchRequest_v12(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     known = []
@@ -1671,7 +1677,10 @@ def _enc_FetchRequest_v12(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
@@ -1683,14 +1692,17 @@ def _enc_FetchRequest_v12(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_v13(buf, cur, end):
@@ -2007,7 +2019,10 @@ def _enc_FetchRequest_v13(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -2019,7 +2034,7 @@ def _enc_FetchRequest_v13(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     known = []
@@ -2029,7 +2044,10 @@ def _enc_FetchRequest_v13(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
@@ -2041,14 +2059,17 @@ def _enc_FetchRequest_v13(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_v15(buf, cur, end):
@@ -2369,7 +2390,10 @@ def _enc_FetchRequest_v15(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -2381,7 +2405,7 @@ def _enc_FetchRequest_v15(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     known = []
@@ -2391,7 +2415,10 @@ def _enc_FetchRequest_v15(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
@@ -2403,7 +2430,7 @@ def _enc_FetchRequest_v15(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
@@ -2419,7 +2446,10 @@ def _enc_FetchRequest_v15(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_v17(buf, cur, end):
@@ -2750,7 +2780,10 @@ def _enc_FetchRequest_v17(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -2762,7 +2795,7 @@ def _enc_FetchRequest_v17(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     known = []
@@ -2772,7 +2805,10 @@ def _enc_FetchRequest_v17(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
@@ -2784,7 +2820,7 @@ def _enc_FetchRequest_v17(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
@@ -2800,7 +2836,10 @@ def _enc_FetchRequest_v17(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_v18(buf, cur, end):
@@ -3139,7 +3178,10 @@ def _enc_FetchRequest_v18(obj, out):
     if f_rack_id is None:
         raise _w.not_nullable("FetchRequest.rack_id")
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
@@ -3151,7 +3193,7 @@ def _enc_FetchRequest_v18(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     known = []
@@ -3161,7 +3203,10 @@ def _enc_FetchRequest_v18(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
@@ -3173,7 +3218,7 @@ def _enc_FetchRequest_v18(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
@@ -3189,7 +3234,10 @@ def _enc_FetchRequest_v18(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_ReplicaState_v15(buf, cur, end):
@@ -3232,7 +3280,10 @@ def _enc_FetchRequest_ReplicaState_v15(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.ReplicaState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
@@ -3318,7 +3369,10 @@ def _enc_FetchRequest_FetchTopic_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
@@ -3329,7 +3383,7 @@ def _enc_FetchRequest_FetchTopic_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -3429,7 +3483,10 @@ def _enc_FetchRequest_FetchTopic_v5(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
@@ -3440,7 +3497,7 @@ def _enc_FetchRequest_FetchTopic_v5(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -3540,7 +3597,10 @@ def _enc_FetchRequest_FetchTopic_v9(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
@@ -3551,7 +3611,7 @@ def _enc_FetchRequest_FetchTopic_v9(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -3677,7 +3737,10 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.FetchTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
@@ -3689,7 +3752,7 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -3708,7 +3771,10 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
@@ -3809,7 +3875,10 @@ def _enc_FetchRequest_FetchTopic_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
@@ -3920,7 +3989,10 @@ def _enc_FetchRequest_FetchTopic_v17(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
@@ -4039,7 +4111,10 @@ def _enc_FetchRequest_FetchTopic_v18(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchPartition_v0(buf, cur, end):
@@ -4234,7 +4309,10 @@ def _enc_FetchRequest_FetchPartition_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic.FetchPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchPartition_v17(buf, cur, end):
@@ -4306,7 +4384,10 @@ def _enc_FetchRequest_FetchPartition_v17(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest.FetchTopic.FetchPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_FetchPartition_v18(buf, cur, end):
@@ -4397,7 +4478,10 @@ def _enc_FetchRequest_FetchPartition_v18(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest.FetchTopic.FetchPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
@@ -4459,7 +4543,10 @@ def _enc_FetchRequest_ForgottenTopic_v7(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.ForgottenTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.ForgottenTopic.topic", n_topic)
@@ -4470,7 +4557,7 @@ def _enc_FetchRequest_ForgottenTopic_v7(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -4571,7 +4658,10 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchRequest.ForgottenTopic.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest.ForgottenTopic.topic", n_topic)
@@ -4583,7 +4673,7 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -4606,7 +4696,10 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.ForgottenTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
@@ -4682,7 +4775,10 @@ def _enc_FetchRequest_ForgottenTopic_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.ForgottenTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_v0(buf, cur, end):
@@ -5852,7 +5948,10 @@ def _enc_FetchResponse_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_v13(buf, cur, end):
@@ -6103,7 +6202,10 @@ def _enc_FetchResponse_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_v16(buf, cur, end):
@@ -6402,7 +6504,10 @@ def _enc_FetchResponse_v16(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
@@ -6510,7 +6615,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
@@ -6521,7 +6629,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -6668,7 +6776,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v4(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
@@ -6679,7 +6790,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v4(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -6826,7 +6937,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v5(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
@@ -6837,7 +6951,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v5(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -6984,7 +7098,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v11(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
@@ -6995,7 +7112,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v11(obj, out):
         out += _S_h.pack(n_topic)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -7223,7 +7340,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
     if f_topic is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
@@ -7235,7 +7355,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -7254,7 +7374,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
@@ -7457,7 +7580,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
@@ -8295,7 +8421,10 @@ def _enc_FetchResponse_PartitionData_v12(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_EpochEndOffset_v12(buf, cur, end):
@@ -8338,7 +8467,10 @@ def _enc_FetchResponse_EpochEndOffset_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, end):
@@ -8381,7 +8513,10 @@ def _enc_FetchResponse_LeaderIdAndEpoch_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_SnapshotId_v12(buf, cur, end):
@@ -8424,7 +8559,10 @@ def _enc_FetchResponse_SnapshotId_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_AbortedTransaction_v4(buf, cur, end):
@@ -8501,7 +8639,10 @@ def _enc_FetchResponse_AbortedTransaction_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
@@ -8610,7 +8751,10 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
     if f_host is None:
         raise _w.not_nullable("FetchResponse.NodeEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("FetchResponse.NodeEndpoint.host", n_host)
@@ -8622,7 +8766,7 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -8634,7 +8778,10 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("FetchResponse.NodeEndpoint.rack", n_rack)
@@ -8646,13 +8793,16 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.NodeEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _is_default_FetchRequest_ReplicaState(value):

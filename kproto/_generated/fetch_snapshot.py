@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -267,7 +267,10 @@ def _enc_FetchSnapshotRequest_v0(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchSnapshotRequest.cluster_id", n_cluster_id)
@@ -279,14 +282,17 @@ def _enc_FetchSnapshotRequest_v0(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotRequest_v1(buf, cur, end):
@@ -499,7 +505,10 @@ def _enc_FetchSnapshotRequest_v1(obj, out):
         if f_cluster_id is None:
             n_cluster_id = -1
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
+            if cython.compiled:
+                f_cluster_id = _utf8(f_cluster_id)
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
             n_cluster_id = len(f_cluster_id)
             if n_cluster_id > 32767:
                 raise _w.string_too_long("FetchSnapshotRequest.cluster_id", n_cluster_id)
@@ -511,14 +520,17 @@ def _enc_FetchSnapshotRequest_v1(obj, out):
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             if cython.compiled:
-                _put_bytes(t, f_cluster_id)
+                _put_text(t, f_cluster_id)
             else:
                 t += f_cluster_id
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
@@ -636,7 +648,10 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("FetchSnapshotRequest.TopicSnapshot.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("FetchSnapshotRequest.TopicSnapshot.name", n_name)
@@ -648,7 +663,7 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -667,7 +682,10 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
@@ -795,7 +813,10 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("FetchSnapshotRequest.TopicSnapshot.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("FetchSnapshotRequest.TopicSnapshot.name", n_name)
@@ -807,7 +828,7 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v1(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -826,7 +847,10 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end):
@@ -892,7 +916,10 @@ def _enc_FetchSnapshotRequest_PartitionSnapshot_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end):
@@ -973,7 +1000,10 @@ def _enc_FetchSnapshotRequest_PartitionSnapshot_v1(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end):
@@ -1016,7 +1046,10 @@ def _enc_FetchSnapshotRequest_SnapshotId_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotResponse_v0(buf, cur, end):
@@ -1213,7 +1246,10 @@ def _enc_FetchSnapshotResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotResponse_v1(buf, cur, end):
@@ -1458,7 +1494,10 @@ def _enc_FetchSnapshotResponse_v1(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
@@ -1608,7 +1647,10 @@ def _enc_FetchSnapshotResponse_TopicSnapshot_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("FetchSnapshotResponse.TopicSnapshot.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("FetchSnapshotResponse.TopicSnapshot.name", n_name)
@@ -1620,7 +1662,7 @@ def _enc_FetchSnapshotResponse_TopicSnapshot_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1639,7 +1681,10 @@ def _enc_FetchSnapshotResponse_TopicSnapshot_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
@@ -1775,7 +1820,10 @@ def _enc_FetchSnapshotResponse_PartitionSnapshot_v0(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end):
@@ -1818,7 +1866,10 @@ def _enc_FetchSnapshotResponse_SnapshotId_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, end):
@@ -1861,7 +1912,10 @@ def _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
@@ -1939,7 +1993,10 @@ def _enc_FetchSnapshotResponse_NodeEndpoint_v1(obj, out):
     if f_host is None:
         raise _w.not_nullable("FetchSnapshotResponse.NodeEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("FetchSnapshotResponse.NodeEndpoint.host", n_host)
@@ -1951,7 +2008,7 @@ def _enc_FetchSnapshotResponse_NodeEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1962,7 +2019,10 @@ def _enc_FetchSnapshotResponse_NodeEndpoint_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.NodeEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _is_default_FetchSnapshotResponse_LeaderIdAndEpoch(value):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -113,7 +113,10 @@ def _enc_FindCoordinatorRequest_v0(obj, out):
     if f_key is None:
         raise _w.not_nullable("FindCoordinatorRequest.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("FindCoordinatorRequest.key", n_key)
@@ -124,7 +127,7 @@ def _enc_FindCoordinatorRequest_v0(obj, out):
         out += _S_h.pack(n_key)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
 
@@ -181,7 +184,10 @@ def _enc_FindCoordinatorRequest_v1(obj, out):
     if f_key is None:
         raise _w.not_nullable("FindCoordinatorRequest.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("FindCoordinatorRequest.key", n_key)
@@ -192,7 +198,7 @@ def _enc_FindCoordinatorRequest_v1(obj, out):
         out += _S_h.pack(n_key)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     if cython.compiled:
@@ -267,7 +273,10 @@ def _enc_FindCoordinatorRequest_v3(obj, out):
     if f_key is None:
         raise _w.not_nullable("FindCoordinatorRequest.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("FindCoordinatorRequest.key", n_key)
@@ -279,7 +288,7 @@ def _enc_FindCoordinatorRequest_v3(obj, out):
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     if cython.compiled:
@@ -290,7 +299,10 @@ def _enc_FindCoordinatorRequest_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FindCoordinatorRequest_v4(buf, cur, end):
@@ -404,7 +416,10 @@ def _enc_FindCoordinatorRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FindCoordinatorResponse_v0(buf, cur, end):
@@ -465,7 +480,10 @@ def _enc_FindCoordinatorResponse_v0(obj, out):
     if f_host is None:
         raise _w.not_nullable("FindCoordinatorResponse.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("FindCoordinatorResponse.host", n_host)
@@ -478,7 +496,7 @@ def _enc_FindCoordinatorResponse_v0(obj, out):
         out += _S_hih.pack(obj.error_code, obj.node_id, n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -569,7 +587,10 @@ def _enc_FindCoordinatorResponse_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("FindCoordinatorResponse.error_message", n_error_message)
@@ -582,14 +603,17 @@ def _enc_FindCoordinatorResponse_v1(obj, out):
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("FindCoordinatorResponse.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("FindCoordinatorResponse.host", n_host)
@@ -601,7 +625,7 @@ def _enc_FindCoordinatorResponse_v1(obj, out):
         out += _S_ih.pack(obj.node_id, n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -731,7 +755,10 @@ def _enc_FindCoordinatorResponse_v3(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("FindCoordinatorResponse.error_message", n_error_message)
@@ -743,7 +770,7 @@ def _enc_FindCoordinatorResponse_v3(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -755,7 +782,10 @@ def _enc_FindCoordinatorResponse_v3(obj, out):
     if f_host is None:
         raise _w.not_nullable("FindCoordinatorResponse.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("FindCoordinatorResponse.host", n_host)
@@ -767,7 +797,7 @@ def _enc_FindCoordinatorResponse_v3(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -778,7 +808,10 @@ def _enc_FindCoordinatorResponse_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FindCoordinatorResponse_v4(buf, cur, end):
@@ -953,7 +986,10 @@ def _enc_FindCoordinatorResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
@@ -1088,7 +1124,10 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
     if f_key is None:
         raise _w.not_nullable("FindCoordinatorResponse.Coordinator.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("FindCoordinatorResponse.Coordinator.key", n_key)
@@ -1100,7 +1139,7 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     if cython.compiled:
@@ -1112,7 +1151,10 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
     if f_host is None:
         raise _w.not_nullable("FindCoordinatorResponse.Coordinator.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("FindCoordinatorResponse.Coordinator.host", n_host)
@@ -1124,7 +1166,7 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -1137,7 +1179,10 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("FindCoordinatorResponse.Coordinator.error_message", n_error_message)
@@ -1149,13 +1194,16 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorResponse.Coordinator")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class FindCoordinatorRequest(Message):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -143,7 +143,10 @@ def _enc_RequestHeader_v1(obj, out):
     if f_client_id is None:
         n_client_id = -1
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("RequestHeader.client_id", n_client_id)
@@ -157,7 +160,7 @@ def _enc_RequestHeader_v1(obj, out):
         out += _S_hhih.pack(obj.api_key, obj.api_version, obj.correlation_id, n_client_id)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
 
@@ -216,7 +219,10 @@ def _enc_RequestHeader_v2(obj, out):
     if f_client_id is None:
         n_client_id = -1
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("RequestHeader.client_id", n_client_id)
@@ -230,13 +236,16 @@ def _enc_RequestHeader_v2(obj, out):
         out += _S_hhih.pack(obj.api_key, obj.api_version, obj.correlation_id, n_client_id)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RequestHeader")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ResponseHeader_v0(buf, cur, end):
@@ -307,7 +316,10 @@ def _enc_ResponseHeader_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ResponseHeader")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class RequestHeader(Message):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -392,7 +392,10 @@ def _enc_IncrementalAlterConfigsRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
@@ -496,7 +499,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("IncrementalAlterConfigsRequest.AlterConfigsResource.resource_name", n_resource_name)
@@ -508,7 +514,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(obj, out):
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -677,7 +683,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("IncrementalAlterConfigsRequest.AlterConfigsResource.resource_name", n_resource_name)
@@ -689,7 +698,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     f_configs = obj.configs
@@ -708,7 +717,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
@@ -777,7 +789,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", n_name)
@@ -788,14 +803,17 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_value = obj.value
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", n_value)
@@ -807,7 +825,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(obj, out):
         out += _S_bh.pack(obj.config_operation, n_value)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
 
@@ -905,7 +923,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", n_name)
@@ -917,7 +938,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -929,7 +950,10 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(obj, out):
     if f_value is None:
         n_value = -1
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", n_value)
@@ -941,13 +965,16 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_IncrementalAlterConfigsResponse_v0(buf, cur, end):
@@ -1182,7 +1209,10 @@ def _enc_IncrementalAlterConfigsResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
@@ -1253,7 +1283,10 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, ou
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.error_message", n_error_message)
@@ -1265,14 +1298,17 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, ou
         out += _S_hh.pack(obj.error_code, n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_resource_name = obj.resource_name
     if f_resource_name is None:
         raise _w.not_nullable("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.resource_name", n_resource_name)
@@ -1284,7 +1320,7 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, ou
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
 
@@ -1395,7 +1431,10 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(obj, ou
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.error_message", n_error_message)
@@ -1407,7 +1446,7 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(obj, ou
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -1419,7 +1458,10 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(obj, ou
     if f_resource_name is None:
         raise _w.not_nullable("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.resource_name", n_resource_name)
@@ -1431,13 +1473,16 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(obj, ou
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class IncrementalAlterConfigsRequest_AlterableConfig(Struct):

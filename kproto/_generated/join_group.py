@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -218,7 +218,10 @@ def _enc_JoinGroupRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
@@ -229,14 +232,17 @@ def _enc_JoinGroupRequest_v0(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
@@ -248,14 +254,17 @@ def _enc_JoinGroupRequest_v0(obj, out):
         out += _S_ih.pack(obj.session_timeout_ms, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
@@ -266,7 +275,7 @@ def _enc_JoinGroupRequest_v0(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocols = obj.protocols
@@ -426,7 +435,10 @@ def _enc_JoinGroupRequest_v1(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
@@ -437,14 +449,17 @@ def _enc_JoinGroupRequest_v1(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
@@ -457,14 +472,17 @@ def _enc_JoinGroupRequest_v1(obj, out):
         out += _S_iih.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
@@ -475,7 +493,7 @@ def _enc_JoinGroupRequest_v1(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocols = obj.protocols
@@ -655,7 +673,10 @@ def _enc_JoinGroupRequest_v5(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
@@ -666,14 +687,17 @@ def _enc_JoinGroupRequest_v5(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
@@ -686,14 +710,17 @@ def _enc_JoinGroupRequest_v5(obj, out):
         out += _S_iih.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
@@ -704,14 +731,17 @@ def _enc_JoinGroupRequest_v5(obj, out):
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
@@ -722,7 +752,7 @@ def _enc_JoinGroupRequest_v5(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocols = obj.protocols
@@ -968,7 +998,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
@@ -980,7 +1013,7 @@ def _enc_JoinGroupRequest_v6(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     if cython.compiled:
@@ -993,7 +1026,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
@@ -1005,14 +1041,17 @@ def _enc_JoinGroupRequest_v6(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
@@ -1024,14 +1063,17 @@ def _enc_JoinGroupRequest_v6(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
@@ -1043,7 +1085,7 @@ def _enc_JoinGroupRequest_v6(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocols = obj.protocols
@@ -1062,7 +1104,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupRequest_v8(buf, cur, end):
@@ -1324,7 +1369,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
@@ -1336,7 +1384,7 @@ def _enc_JoinGroupRequest_v8(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     if cython.compiled:
@@ -1349,7 +1397,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
@@ -1361,14 +1412,17 @@ def _enc_JoinGroupRequest_v8(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
@@ -1380,14 +1434,17 @@ def _enc_JoinGroupRequest_v8(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
@@ -1399,7 +1456,7 @@ def _enc_JoinGroupRequest_v8(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocols = obj.protocols
@@ -1419,7 +1476,10 @@ def _enc_JoinGroupRequest_v8(obj, out):
     if f_reason is None:
         n_reason = -1
     else:
-        f_reason = f_reason.encode("utf-8")
+        if cython.compiled:
+            f_reason = _utf8(f_reason)
+        else:
+            f_reason = f_reason.encode("utf-8")
         n_reason = len(f_reason)
         if n_reason > 32767:
             raise _w.string_too_long("JoinGroupRequest.reason", n_reason)
@@ -1431,13 +1491,16 @@ def _enc_JoinGroupRequest_v8(obj, out):
         _w.put_uvarint(out, n_reason + 1)
     if n_reason > 0:
         if cython.compiled:
-            _put_bytes(out, f_reason)
+            _put_text(out, f_reason)
         else:
             out += f_reason
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
@@ -1494,7 +1557,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("JoinGroupRequest.JoinGroupRequestProtocol.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("JoinGroupRequest.JoinGroupRequestProtocol.name", n_name)
@@ -1505,7 +1571,7 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_metadata = obj.metadata
@@ -1600,7 +1666,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("JoinGroupRequest.JoinGroupRequestProtocol.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("JoinGroupRequest.JoinGroupRequestProtocol.name", n_name)
@@ -1612,7 +1681,7 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_metadata = obj.metadata
@@ -1634,7 +1703,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest.JoinGroupRequestProtocol")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupResponse_v0(buf, cur, end):
@@ -1782,7 +1854,10 @@ def _enc_JoinGroupResponse_v0(obj, out):
     if f_protocol_name is None:
         raise _w.not_nullable("JoinGroupResponse.protocol_name")
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -1795,14 +1870,17 @@ def _enc_JoinGroupResponse_v0(obj, out):
         out += _S_hih.pack(obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -1813,14 +1891,17 @@ def _enc_JoinGroupResponse_v0(obj, out):
         out += _S_h.pack(n_leader)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -1831,7 +1912,7 @@ def _enc_JoinGroupResponse_v0(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -1994,7 +2075,10 @@ def _enc_JoinGroupResponse_v2(obj, out):
     if f_protocol_name is None:
         raise _w.not_nullable("JoinGroupResponse.protocol_name")
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -2008,14 +2092,17 @@ def _enc_JoinGroupResponse_v2(obj, out):
         out += _S_ihih.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -2026,14 +2113,17 @@ def _enc_JoinGroupResponse_v2(obj, out):
         out += _S_h.pack(n_leader)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -2044,7 +2134,7 @@ def _enc_JoinGroupResponse_v2(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -2221,7 +2311,10 @@ def _enc_JoinGroupResponse_v5(obj, out):
     if f_protocol_name is None:
         raise _w.not_nullable("JoinGroupResponse.protocol_name")
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -2235,14 +2328,17 @@ def _enc_JoinGroupResponse_v5(obj, out):
         out += _S_ihih.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -2253,14 +2349,17 @@ def _enc_JoinGroupResponse_v5(obj, out):
         out += _S_h.pack(n_leader)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -2271,7 +2370,7 @@ def _enc_JoinGroupResponse_v5(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -2518,7 +2617,10 @@ def _enc_JoinGroupResponse_v6(obj, out):
     if f_protocol_name is None:
         raise _w.not_nullable("JoinGroupResponse.protocol_name")
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -2530,14 +2632,17 @@ def _enc_JoinGroupResponse_v6(obj, out):
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -2549,14 +2654,17 @@ def _enc_JoinGroupResponse_v6(obj, out):
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -2568,7 +2676,7 @@ def _enc_JoinGroupResponse_v6(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -2587,7 +2695,10 @@ def _enc_JoinGroupResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupResponse_v7(buf, cur, end):
@@ -2852,7 +2963,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     if f_protocol_type is None:
         n_protocol_type = -1
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_type", n_protocol_type)
@@ -2864,14 +2978,17 @@ def _enc_JoinGroupResponse_v7(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -2883,14 +3000,17 @@ def _enc_JoinGroupResponse_v7(obj, out):
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -2902,14 +3022,17 @@ def _enc_JoinGroupResponse_v7(obj, out):
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -2921,7 +3044,7 @@ def _enc_JoinGroupResponse_v7(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -2940,7 +3063,10 @@ def _enc_JoinGroupResponse_v7(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupResponse_v9(buf, cur, end):
@@ -3213,7 +3339,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     if f_protocol_type is None:
         n_protocol_type = -1
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_type", n_protocol_type)
@@ -3225,14 +3354,17 @@ def _enc_JoinGroupResponse_v9(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
@@ -3244,14 +3376,17 @@ def _enc_JoinGroupResponse_v9(obj, out):
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
     else:
-        f_leader = f_leader.encode("utf-8")
+        if cython.compiled:
+            f_leader = _utf8(f_leader)
+        else:
+            f_leader = f_leader.encode("utf-8")
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
@@ -3263,7 +3398,7 @@ def _enc_JoinGroupResponse_v9(obj, out):
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
         if cython.compiled:
-            _put_bytes(out, f_leader)
+            _put_text(out, f_leader)
         else:
             out += f_leader
     if cython.compiled:
@@ -3275,7 +3410,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
@@ -3287,7 +3425,7 @@ def _enc_JoinGroupResponse_v9(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_members = obj.members
@@ -3306,7 +3444,10 @@ def _enc_JoinGroupResponse_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
@@ -3364,7 +3505,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.member_id", n_member_id)
@@ -3375,7 +3519,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_metadata = obj.metadata
@@ -3472,7 +3616,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.member_id", n_member_id)
@@ -3483,14 +3630,17 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.group_instance_id", n_group_instance_id)
@@ -3501,7 +3651,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_metadata = obj.metadata
@@ -3627,7 +3777,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.member_id", n_member_id)
@@ -3639,14 +3792,17 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.group_instance_id", n_group_instance_id)
@@ -3658,7 +3814,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_metadata = obj.metadata
@@ -3680,7 +3836,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse.JoinGroupResponseMember")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class JoinGroupRequest_JoinGroupRequestProtocol(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -1226,7 +1226,10 @@ def _enc_LeaderAndIsrRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
@@ -1560,7 +1563,10 @@ def _enc_LeaderAndIsrRequest_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
@@ -1894,7 +1900,10 @@ def _enc_LeaderAndIsrRequest_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
@@ -2231,7 +2240,10 @@ def _enc_LeaderAndIsrRequest_v7(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
@@ -2325,7 +2337,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name", n_topic_name)
@@ -2336,7 +2351,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_isr = obj.isr
@@ -2479,7 +2494,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name", n_topic_name)
@@ -2490,7 +2508,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_isr = obj.isr
@@ -3090,7 +3108,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrPartitionState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
@@ -3340,7 +3361,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrPartitionState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
@@ -3455,7 +3479,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
@@ -3466,7 +3493,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partition_states = obj.partition_states
@@ -3617,7 +3644,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
@@ -3628,7 +3658,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partition_states = obj.partition_states
@@ -3833,7 +3863,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
@@ -3845,7 +3878,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partition_states = obj.partition_states
@@ -3864,7 +3897,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
@@ -4059,7 +4095,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
@@ -4071,7 +4110,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     out += obj.topic_id.bytes
@@ -4091,7 +4130,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
@@ -4286,7 +4328,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
@@ -4298,7 +4343,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     out += obj.topic_id.bytes
@@ -4318,7 +4363,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
@@ -4372,7 +4420,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
     if f_host_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name")
     else:
-        f_host_name = f_host_name.encode("utf-8")
+        if cython.compiled:
+            f_host_name = _utf8(f_host_name)
+        else:
+            f_host_name = f_host_name.encode("utf-8")
         n_host_name = len(f_host_name)
         if n_host_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", n_host_name)
@@ -4384,7 +4435,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
         out += _S_ih.pack(obj.broker_id, n_host_name)
     if n_host_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_name)
+            _put_text(out, f_host_name)
         else:
             out += f_host_name
     if cython.compiled:
@@ -4469,7 +4520,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
     if f_host_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name")
     else:
-        f_host_name = f_host_name.encode("utf-8")
+        if cython.compiled:
+            f_host_name = _utf8(f_host_name)
+        else:
+            f_host_name = f_host_name.encode("utf-8")
         n_host_name = len(f_host_name)
         if n_host_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", n_host_name)
@@ -4481,7 +4535,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
         _w.put_uvarint(out, n_host_name + 1)
     if n_host_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_host_name)
+            _put_text(out, f_host_name)
         else:
             out += f_host_name
     if cython.compiled:
@@ -4492,7 +4546,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
@@ -4698,7 +4755,10 @@ def _enc_LeaderAndIsrResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
@@ -4835,7 +4895,10 @@ def _enc_LeaderAndIsrResponse_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
@@ -4889,7 +4952,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", n_topic_name)
@@ -4900,7 +4966,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     if cython.compiled:
@@ -4975,7 +5041,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", n_topic_name)
@@ -4987,7 +5056,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     if cython.compiled:
@@ -4999,7 +5068,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrPartitionError")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end):
@@ -5043,7 +5115,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrPartitionError")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
@@ -5138,7 +5213,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrTopicError")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class LeaderAndIsrRequest_LeaderAndIsrPartitionState(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -126,7 +126,10 @@ def _enc_LeaveGroupRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("LeaveGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.group_id", n_group_id)
@@ -137,14 +140,17 @@ def _enc_LeaveGroupRequest_v0(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("LeaveGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.member_id", n_member_id)
@@ -155,7 +161,7 @@ def _enc_LeaveGroupRequest_v0(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
 
@@ -262,7 +268,10 @@ def _enc_LeaveGroupRequest_v3(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("LeaveGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.group_id", n_group_id)
@@ -273,7 +282,7 @@ def _enc_LeaveGroupRequest_v3(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_members = obj.members
@@ -428,7 +437,10 @@ def _enc_LeaveGroupRequest_v4(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("LeaveGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.group_id", n_group_id)
@@ -440,7 +452,7 @@ def _enc_LeaveGroupRequest_v4(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_members = obj.members
@@ -459,7 +471,10 @@ def _enc_LeaveGroupRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaveGroupRequest_v5(buf, cur, end):
@@ -619,7 +634,10 @@ def _enc_LeaveGroupRequest_v5(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("LeaveGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.group_id", n_group_id)
@@ -631,7 +649,7 @@ def _enc_LeaveGroupRequest_v5(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_members = obj.members
@@ -650,7 +668,10 @@ def _enc_LeaveGroupRequest_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end):
@@ -718,7 +739,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("LeaveGroupRequest.MemberIdentity.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.member_id", n_member_id)
@@ -729,14 +753,17 @@ def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.group_instance_id", n_group_instance_id)
@@ -747,7 +774,7 @@ def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
 
@@ -838,7 +865,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v4(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("LeaveGroupRequest.MemberIdentity.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.member_id", n_member_id)
@@ -850,14 +880,17 @@ def _enc_LeaveGroupRequest_MemberIdentity_v4(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.group_instance_id", n_group_instance_id)
@@ -869,13 +902,16 @@ def _enc_LeaveGroupRequest_MemberIdentity_v4(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest.MemberIdentity")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
@@ -994,7 +1030,10 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("LeaveGroupRequest.MemberIdentity.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.member_id", n_member_id)
@@ -1006,14 +1045,17 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.group_instance_id", n_group_instance_id)
@@ -1025,14 +1067,17 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_reason = obj.reason
     if f_reason is None:
         n_reason = -1
     else:
-        f_reason = f_reason.encode("utf-8")
+        if cython.compiled:
+            f_reason = _utf8(f_reason)
+        else:
+            f_reason = f_reason.encode("utf-8")
         n_reason = len(f_reason)
         if n_reason > 32767:
             raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.reason", n_reason)
@@ -1044,13 +1089,16 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
         _w.put_uvarint(out, n_reason + 1)
     if n_reason > 0:
         if cython.compiled:
-            _put_bytes(out, f_reason)
+            _put_text(out, f_reason)
         else:
             out += f_reason
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest.MemberIdentity")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaveGroupResponse_v0(buf, cur, end):
@@ -1361,7 +1409,10 @@ def _enc_LeaveGroupResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
@@ -1436,7 +1487,10 @@ def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("LeaveGroupResponse.MemberResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("LeaveGroupResponse.MemberResponse.member_id", n_member_id)
@@ -1447,14 +1501,17 @@ def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("LeaveGroupResponse.MemberResponse.group_instance_id", n_group_instance_id)
@@ -1465,7 +1522,7 @@ def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     if cython.compiled:
@@ -1568,7 +1625,10 @@ def _enc_LeaveGroupResponse_MemberResponse_v4(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("LeaveGroupResponse.MemberResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("LeaveGroupResponse.MemberResponse.member_id", n_member_id)
@@ -1580,14 +1640,17 @@ def _enc_LeaveGroupResponse_MemberResponse_v4(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("LeaveGroupResponse.MemberResponse.group_instance_id", n_group_instance_id)
@@ -1599,7 +1662,7 @@ def _enc_LeaveGroupResponse_MemberResponse_v4(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     if cython.compiled:
@@ -1610,7 +1673,10 @@ def _enc_LeaveGroupResponse_MemberResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupResponse.MemberResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class LeaveGroupRequest_MemberIdentity(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -82,7 +82,10 @@ def _enc_ListConfigResourcesRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListConfigResourcesRequest_v1(buf, cur, end):
@@ -151,7 +154,10 @@ def _enc_ListConfigResourcesRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
@@ -268,7 +274,10 @@ def _enc_ListConfigResourcesResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListConfigResourcesResponse_v1(buf, cur, end):
@@ -389,7 +398,10 @@ def _enc_ListConfigResourcesResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
@@ -447,7 +459,10 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v0(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("ListConfigResourcesResponse.ConfigResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("ListConfigResourcesResponse.ConfigResource.resource_name", n_resource_name)
@@ -459,13 +474,16 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v0(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse.ConfigResource")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
@@ -530,7 +548,10 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v1(obj, out):
     if f_resource_name is None:
         raise _w.not_nullable("ListConfigResourcesResponse.ConfigResource.resource_name")
     else:
-        f_resource_name = f_resource_name.encode("utf-8")
+        if cython.compiled:
+            f_resource_name = _utf8(f_resource_name)
+        else:
+            f_resource_name = f_resource_name.encode("utf-8")
         n_resource_name = len(f_resource_name)
         if n_resource_name > 32767:
             raise _w.string_too_long("ListConfigResourcesResponse.ConfigResource.resource_name", n_resource_name)
@@ -542,7 +563,7 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v1(obj, out):
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_resource_name)
+            _put_text(out, f_resource_name)
         else:
             out += f_resource_name
     if cython.compiled:
@@ -553,7 +574,10 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse.ConfigResource")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ListConfigResourcesRequest(Message):

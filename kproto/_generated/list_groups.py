@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -114,7 +114,10 @@ def _enc_ListGroupsRequest_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListGroupsRequest_v4(buf, cur, end):
@@ -215,7 +218,10 @@ def _enc_ListGroupsRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListGroupsRequest_v5(buf, cur, end):
@@ -384,7 +390,10 @@ def _enc_ListGroupsRequest_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListGroupsResponse_v0(buf, cur, end):
@@ -704,7 +713,10 @@ def _enc_ListGroupsResponse_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListGroupsResponse_v4(buf, cur, end):
@@ -857,7 +869,10 @@ def _enc_ListGroupsResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListGroupsResponse_v5(buf, cur, end):
@@ -1027,7 +1042,10 @@ def _enc_ListGroupsResponse_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
@@ -1094,7 +1112,10 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_id", n_group_id)
@@ -1105,14 +1126,17 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.protocol_type", n_protocol_type)
@@ -1123,7 +1147,7 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
         out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
 
@@ -1213,7 +1237,10 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_id", n_group_id)
@@ -1225,14 +1252,17 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.protocol_type", n_protocol_type)
@@ -1244,13 +1274,16 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
@@ -1366,7 +1399,10 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_id", n_group_id)
@@ -1378,14 +1414,17 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.protocol_type", n_protocol_type)
@@ -1397,14 +1436,17 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_state", n_group_state)
@@ -1416,13 +1458,16 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
@@ -1566,7 +1611,10 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_id", n_group_id)
@@ -1578,14 +1626,17 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.protocol_type", n_protocol_type)
@@ -1597,14 +1648,17 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_state", n_group_state)
@@ -1616,14 +1670,17 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_group_type = obj.group_type
     if f_group_type is None:
         raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_type")
     else:
-        f_group_type = f_group_type.encode("utf-8")
+        if cython.compiled:
+            f_group_type = _utf8(f_group_type)
+        else:
+            f_group_type = f_group_type.encode("utf-8")
         n_group_type = len(f_group_type)
         if n_group_type > 32767:
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_type", n_group_type)
@@ -1635,13 +1692,16 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
         _w.put_uvarint(out, n_group_type + 1)
     if n_group_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_type)
+            _put_text(out, f_group_type)
         else:
             out += f_group_type
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ListGroupsRequest(Message):

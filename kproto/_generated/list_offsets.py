@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -642,7 +642,10 @@ def _enc_ListOffsetsRequest_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsRequest_v10(buf, cur, end):
@@ -806,7 +809,10 @@ def _enc_ListOffsetsRequest_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
@@ -887,7 +893,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
@@ -898,7 +907,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -993,7 +1002,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
@@ -1004,7 +1016,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1099,7 +1111,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v4(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
@@ -1110,7 +1125,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v4(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1231,7 +1246,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
@@ -1243,7 +1261,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1262,7 +1280,10 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest.ListOffsetsTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, cur, end):
@@ -1427,7 +1448,10 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsResponse_v0(buf, cur, end):
@@ -1988,7 +2012,10 @@ def _enc_ListOffsetsResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
@@ -2078,7 +2105,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
@@ -2089,7 +2119,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2186,7 +2216,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
@@ -2197,7 +2230,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2294,7 +2327,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
@@ -2305,7 +2341,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2428,7 +2464,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
@@ -2440,7 +2479,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2459,7 +2498,10 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse.ListOffsetsTopicResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, cur, end):
@@ -2672,7 +2714,10 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ListOffsetsRequest_ListOffsetsPartition(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -187,7 +187,10 @@ def _enc_ListPartitionReassignmentsRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(buf, cur, end):
@@ -269,7 +272,10 @@ def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o
     if f_name is None:
         raise _w.not_nullable("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.name", n_name)
@@ -281,7 +287,7 @@ def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -304,7 +310,10 @@ def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
@@ -522,7 +531,10 @@ def _enc_ListPartitionReassignmentsResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ListPartitionReassignmentsResponse.error_message", n_error_message)
@@ -534,7 +546,7 @@ def _enc_ListPartitionReassignmentsResponse_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_topics = obj.topics
@@ -553,7 +565,10 @@ def _enc_ListPartitionReassignmentsResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur, end):
@@ -708,7 +723,10 @@ def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(obj, out
     if f_name is None:
         raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListPartitionReassignmentsResponse.OngoingTopicReassignment.name", n_name)
@@ -720,7 +738,7 @@ def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(obj, out
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -739,7 +757,10 @@ def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(obj, out
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse.OngoingTopicReassignment")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf, cur, end):
@@ -905,7 +926,10 @@ def _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(obj,
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(Struct):

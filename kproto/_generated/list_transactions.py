@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -199,7 +199,10 @@ def _enc_ListTransactionsRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListTransactionsRequest_v1(buf, cur, end):
@@ -355,7 +358,10 @@ def _enc_ListTransactionsRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListTransactionsRequest_v2(buf, cur, end):
@@ -540,7 +546,10 @@ def _enc_ListTransactionsRequest_v2(obj, out):
     if f_transactional_id_pattern is None:
         n_transactional_id_pattern = -1
     else:
-        f_transactional_id_pattern = f_transactional_id_pattern.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id_pattern = _utf8(f_transactional_id_pattern)
+        else:
+            f_transactional_id_pattern = f_transactional_id_pattern.encode("utf-8")
         n_transactional_id_pattern = len(f_transactional_id_pattern)
         if n_transactional_id_pattern > 32767:
             raise _w.string_too_long("ListTransactionsRequest.transactional_id_pattern", n_transactional_id_pattern)
@@ -552,13 +561,16 @@ def _enc_ListTransactionsRequest_v2(obj, out):
         _w.put_uvarint(out, n_transactional_id_pattern + 1)
     if n_transactional_id_pattern > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id_pattern)
+            _put_text(out, f_transactional_id_pattern)
         else:
             out += f_transactional_id_pattern
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListTransactionsResponse_v0(buf, cur, end):
@@ -768,7 +780,10 @@ def _enc_ListTransactionsResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
@@ -862,7 +877,10 @@ def _enc_ListTransactionsResponse_TransactionState_v0(obj, out):
     if f_transactional_id is None:
         raise _w.not_nullable("ListTransactionsResponse.TransactionState.transactional_id")
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("ListTransactionsResponse.TransactionState.transactional_id", n_transactional_id)
@@ -874,7 +892,7 @@ def _enc_ListTransactionsResponse_TransactionState_v0(obj, out):
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     if cython.compiled:
@@ -886,7 +904,10 @@ def _enc_ListTransactionsResponse_TransactionState_v0(obj, out):
     if f_transaction_state is None:
         raise _w.not_nullable("ListTransactionsResponse.TransactionState.transaction_state")
     else:
-        f_transaction_state = f_transaction_state.encode("utf-8")
+        if cython.compiled:
+            f_transaction_state = _utf8(f_transaction_state)
+        else:
+            f_transaction_state = f_transaction_state.encode("utf-8")
         n_transaction_state = len(f_transaction_state)
         if n_transaction_state > 32767:
             raise _w.string_too_long("ListTransactionsResponse.TransactionState.transaction_state", n_transaction_state)
@@ -898,13 +919,16 @@ def _enc_ListTransactionsResponse_TransactionState_v0(obj, out):
         _w.put_uvarint(out, n_transaction_state + 1)
     if n_transaction_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_transaction_state)
+            _put_text(out, f_transaction_state)
         else:
             out += f_transaction_state
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse.TransactionState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ListTransactionsRequest(Message):

@@ -11,7 +11,8 @@ cimport cython as _cy  # not plain ``cython``: the module defines a fallback of 
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
-    _grow, _put_b, _put_bytes, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
+    _grow, _put_b, _put_bytes, _put_d, _put_h, _put_H, _put_i, _put_q, _put_text, _put_uvarint,
+    _utf8,
     _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -595,7 +595,10 @@ def _enc_MetadataRequest_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataRequest_v10(buf, cur, end):
@@ -734,7 +737,10 @@ def _enc_MetadataRequest_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataRequest_v11(buf, cur, end):
@@ -870,7 +876,10 @@ def _enc_MetadataRequest_v11(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
@@ -915,7 +924,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataRequest.MetadataRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
@@ -926,7 +938,7 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
 
@@ -986,7 +998,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v9(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataRequest.MetadataRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
@@ -998,13 +1013,16 @@ def _enc_MetadataRequest_MetadataRequestTopic_v9(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest.MetadataRequestTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
@@ -1069,7 +1087,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v10(obj, out):
     if f_name is None:
         n_name = -1
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
@@ -1081,13 +1102,16 @@ def _enc_MetadataRequest_MetadataRequestTopic_v10(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest.MetadataRequestTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_v0(buf, cur, end):
@@ -1701,7 +1725,10 @@ def _enc_MetadataResponse_v2(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -1712,7 +1739,7 @@ def _enc_MetadataResponse_v2(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -1948,7 +1975,10 @@ def _enc_MetadataResponse_v3(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -1959,7 +1989,7 @@ def _enc_MetadataResponse_v3(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -2206,7 +2236,10 @@ def _enc_MetadataResponse_v5(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -2217,7 +2250,7 @@ def _enc_MetadataResponse_v5(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -2464,7 +2497,10 @@ def _enc_MetadataResponse_v7(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -2475,7 +2511,7 @@ def _enc_MetadataResponse_v7(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -2731,7 +2767,10 @@ def _enc_MetadataResponse_v8(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -2742,7 +2781,7 @@ def _enc_MetadataResponse_v8(obj, out):
         out += _S_h.pack(n_cluster_id)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -3119,7 +3158,10 @@ def _enc_MetadataResponse_v9(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -3131,7 +3173,7 @@ def _enc_MetadataResponse_v9(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -3160,7 +3202,10 @@ def _enc_MetadataResponse_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_v10(buf, cur, end):
@@ -3521,7 +3566,10 @@ def _enc_MetadataResponse_v10(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -3533,7 +3581,7 @@ def _enc_MetadataResponse_v10(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -3562,7 +3610,10 @@ def _enc_MetadataResponse_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_v11(buf, cur, end):
@@ -3918,7 +3969,10 @@ def _enc_MetadataResponse_v11(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -3930,7 +3984,7 @@ def _enc_MetadataResponse_v11(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -3954,7 +4008,10 @@ def _enc_MetadataResponse_v11(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_v12(buf, cur, end):
@@ -4312,7 +4369,10 @@ def _enc_MetadataResponse_v12(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -4324,7 +4384,7 @@ def _enc_MetadataResponse_v12(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -4348,7 +4408,10 @@ def _enc_MetadataResponse_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_v13(buf, cur, end):
@@ -4713,7 +4776,10 @@ def _enc_MetadataResponse_v13(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
@@ -4725,7 +4791,7 @@ def _enc_MetadataResponse_v13(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -4754,7 +4820,10 @@ def _enc_MetadataResponse_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
@@ -4809,7 +4878,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
     if f_host is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseBroker.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.host", n_host)
@@ -4821,7 +4893,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
         out += _S_ih.pack(obj.node_id, n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -4899,7 +4971,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
     if f_host is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseBroker.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.host", n_host)
@@ -4911,14 +4986,17 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
         out += _S_ih.pack(obj.node_id, n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     f_rack = obj.rack
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.rack", n_rack)
@@ -4930,7 +5008,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
         out += _S_ih.pack(obj.port, n_rack)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
 
@@ -5041,7 +5119,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
     if f_host is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseBroker.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.host", n_host)
@@ -5053,7 +5134,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -5065,7 +5146,10 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.rack", n_rack)
@@ -5077,13 +5161,16 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseBroker")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
@@ -5192,7 +5279,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -5204,7 +5294,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -5331,7 +5421,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -5343,7 +5436,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v1(obj, out):
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -5482,7 +5575,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -5494,7 +5590,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v5(obj, out):
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -5633,7 +5729,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v7(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -5645,7 +5744,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v7(obj, out):
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -5789,7 +5888,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -5801,7 +5903,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v8(obj, out):
         out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -6012,7 +6114,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -6024,7 +6129,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -6053,7 +6158,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
@@ -6248,7 +6356,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
     if f_name is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -6260,7 +6371,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     out += obj.topic_id.bytes
@@ -6290,7 +6401,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
@@ -6487,7 +6601,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
     if f_name is None:
         n_name = -1
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
@@ -6499,7 +6616,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     out += obj.topic_id.bytes
@@ -6529,7 +6646,10 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end):
@@ -7055,7 +7175,10 @@ def _enc_MetadataResponse_MetadataResponsePartition_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic.MetadataResponsePartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class MetadataRequest_MetadataRequestTopic(Struct):

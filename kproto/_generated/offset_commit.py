@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -200,7 +200,10 @@ def _enc_OffsetCommitRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -211,7 +214,7 @@ def _enc_OffsetCommitRequest_v0(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -375,7 +378,10 @@ def _enc_OffsetCommitRequest_v1(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -386,14 +392,17 @@ def _enc_OffsetCommitRequest_v1(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -405,7 +414,7 @@ def _enc_OffsetCommitRequest_v1(obj, out):
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_topics = obj.topics
@@ -570,7 +579,10 @@ def _enc_OffsetCommitRequest_v2(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -581,14 +593,17 @@ def _enc_OffsetCommitRequest_v2(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -600,7 +615,7 @@ def _enc_OffsetCommitRequest_v2(obj, out):
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_topics = obj.topics
@@ -765,7 +780,10 @@ def _enc_OffsetCommitRequest_v5(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -776,14 +794,17 @@ def _enc_OffsetCommitRequest_v5(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -795,7 +816,7 @@ def _enc_OffsetCommitRequest_v5(obj, out):
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_topics = obj.topics
@@ -959,7 +980,10 @@ def _enc_OffsetCommitRequest_v6(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -970,14 +994,17 @@ def _enc_OffsetCommitRequest_v6(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -989,7 +1016,7 @@ def _enc_OffsetCommitRequest_v6(obj, out):
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_topics = obj.topics
@@ -1173,7 +1200,10 @@ def _enc_OffsetCommitRequest_v7(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -1184,14 +1214,17 @@ def _enc_OffsetCommitRequest_v7(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -1203,14 +1236,17 @@ def _enc_OffsetCommitRequest_v7(obj, out):
         out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
@@ -1221,7 +1257,7 @@ def _enc_OffsetCommitRequest_v7(obj, out):
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_topics = obj.topics
@@ -1477,7 +1513,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -1489,7 +1528,7 @@ def _enc_OffsetCommitRequest_v8(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     if cython.compiled:
@@ -1501,7 +1540,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -1513,14 +1555,17 @@ def _enc_OffsetCommitRequest_v8(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
@@ -1532,7 +1577,7 @@ def _enc_OffsetCommitRequest_v8(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_topics = obj.topics
@@ -1551,7 +1596,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitRequest_v10(buf, cur, end):
@@ -1780,7 +1828,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
@@ -1792,7 +1843,7 @@ def _enc_OffsetCommitRequest_v10(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     if cython.compiled:
@@ -1804,7 +1855,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
@@ -1816,14 +1870,17 @@ def _enc_OffsetCommitRequest_v10(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
@@ -1835,7 +1892,7 @@ def _enc_OffsetCommitRequest_v10(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_topics = obj.topics
@@ -1854,7 +1911,10 @@ def _enc_OffsetCommitRequest_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
@@ -1947,7 +2007,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
@@ -1958,7 +2021,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2065,7 +2128,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
@@ -2076,7 +2142,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2183,7 +2249,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
@@ -2194,7 +2263,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2336,7 +2405,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
@@ -2348,7 +2420,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -2367,7 +2439,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end):
@@ -2484,7 +2559,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end):
@@ -2538,7 +2616,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
     if f_committed_metadata is None:
         n_committed_metadata = -1
     else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        if cython.compiled:
+            f_committed_metadata = _utf8(f_committed_metadata)
+        else:
+            f_committed_metadata = f_committed_metadata.encode("utf-8")
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
@@ -2551,7 +2632,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
     if n_committed_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_committed_metadata)
+            _put_text(out, f_committed_metadata)
         else:
             out += f_committed_metadata
 
@@ -2606,7 +2687,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
     if f_committed_metadata is None:
         n_committed_metadata = -1
     else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        if cython.compiled:
+            f_committed_metadata = _utf8(f_committed_metadata)
+        else:
+            f_committed_metadata = f_committed_metadata.encode("utf-8")
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
@@ -2620,7 +2704,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
         out += _S_iqqh.pack(obj.partition_index, obj.committed_offset, obj.commit_timestamp, n_committed_metadata)
     if n_committed_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_committed_metadata)
+            _put_text(out, f_committed_metadata)
         else:
             out += f_committed_metadata
 
@@ -2677,7 +2761,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v6(obj, out):
     if f_committed_metadata is None:
         n_committed_metadata = -1
     else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        if cython.compiled:
+            f_committed_metadata = _utf8(f_committed_metadata)
+        else:
+            f_committed_metadata = f_committed_metadata.encode("utf-8")
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
@@ -2691,7 +2778,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v6(obj, out):
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
     if n_committed_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_committed_metadata)
+            _put_text(out, f_committed_metadata)
         else:
             out += f_committed_metadata
 
@@ -2774,7 +2861,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(obj, out):
     if f_committed_metadata is None:
         n_committed_metadata = -1
     else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        if cython.compiled:
+            f_committed_metadata = _utf8(f_committed_metadata)
+        else:
+            f_committed_metadata = f_committed_metadata.encode("utf-8")
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
@@ -2786,13 +2876,16 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(obj, out):
         _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_committed_metadata)
+            _put_text(out, f_committed_metadata)
         else:
             out += f_committed_metadata
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitResponse_v0(buf, cur, end):
@@ -3135,7 +3228,10 @@ def _enc_OffsetCommitResponse_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitResponse_v10(buf, cur, end):
@@ -3269,7 +3365,10 @@ def _enc_OffsetCommitResponse_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
@@ -3349,7 +3448,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitResponse.OffsetCommitResponseTopic.name", n_name)
@@ -3360,7 +3462,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -3480,7 +3582,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitResponse.OffsetCommitResponseTopic.name", n_name)
@@ -3492,7 +3597,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -3511,7 +3616,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse.OffsetCommitResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end):
@@ -3606,7 +3714,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse.OffsetCommitResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, cur, end):
@@ -3683,7 +3794,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class OffsetCommitRequest_OffsetCommitRequestPartition(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -173,7 +173,10 @@ def _enc_OffsetFetchRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
@@ -184,7 +187,7 @@ def _enc_OffsetFetchRequest_v0(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -305,7 +308,10 @@ def _enc_OffsetFetchRequest_v2(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
@@ -316,7 +322,7 @@ def _enc_OffsetFetchRequest_v2(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -474,7 +480,10 @@ def _enc_OffsetFetchRequest_v6(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
@@ -486,7 +495,7 @@ def _enc_OffsetFetchRequest_v6(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -506,7 +515,10 @@ def _enc_OffsetFetchRequest_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_v7(buf, cur, end):
@@ -657,7 +669,10 @@ def _enc_OffsetFetchRequest_v7(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
@@ -669,7 +684,7 @@ def _enc_OffsetFetchRequest_v7(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -694,7 +709,10 @@ def _enc_OffsetFetchRequest_v7(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_v8(buf, cur, end):
@@ -884,7 +902,10 @@ def _enc_OffsetFetchRequest_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_v9(buf, cur, end):
@@ -1097,7 +1118,10 @@ def _enc_OffsetFetchRequest_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_v10(buf, cur, end):
@@ -1297,7 +1321,10 @@ def _enc_OffsetFetchRequest_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
@@ -1358,7 +1385,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestTopic.name", n_name)
@@ -1369,7 +1399,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -1469,7 +1499,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestTopic.name", n_name)
@@ -1481,7 +1514,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -1504,7 +1537,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
@@ -1644,7 +1680,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.group_id", n_group_id)
@@ -1656,7 +1695,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -1676,7 +1715,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
@@ -1853,7 +1895,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.group_id", n_group_id)
@@ -1865,14 +1910,17 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.member_id", n_member_id)
@@ -1884,7 +1932,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -1909,7 +1957,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
@@ -2073,7 +2124,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.group_id", n_group_id)
@@ -2085,14 +2139,17 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.member_id", n_member_id)
@@ -2104,7 +2161,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -2129,7 +2186,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
@@ -2212,7 +2272,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.name", n_name)
@@ -2224,7 +2287,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -2247,7 +2310,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
@@ -2323,7 +2389,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_v0(buf, cur, end):
@@ -3019,7 +3088,10 @@ def _enc_OffsetFetchResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_v8(buf, cur, end):
@@ -3246,7 +3318,10 @@ def _enc_OffsetFetchResponse_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_v10(buf, cur, end):
@@ -3460,7 +3535,10 @@ def _enc_OffsetFetchResponse_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
@@ -3556,7 +3634,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.name", n_name)
@@ -3567,7 +3648,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -3677,7 +3758,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.name", n_name)
@@ -3688,7 +3772,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -3833,7 +3917,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.name", n_name)
@@ -3845,7 +3932,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -3864,7 +3951,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
@@ -3923,7 +4013,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
     if f_metadata is None:
         n_metadata = -1
     else:
-        f_metadata = f_metadata.encode("utf-8")
+        if cython.compiled:
+            f_metadata = _utf8(f_metadata)
+        else:
+            f_metadata = f_metadata.encode("utf-8")
         n_metadata = len(f_metadata)
         if n_metadata > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition.metadata", n_metadata)
@@ -3936,7 +4029,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_metadata)
     if n_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_metadata)
+            _put_text(out, f_metadata)
         else:
             out += f_metadata
     if cython.compiled:
@@ -4003,7 +4096,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v5(obj, out):
     if f_metadata is None:
         n_metadata = -1
     else:
-        f_metadata = f_metadata.encode("utf-8")
+        if cython.compiled:
+            f_metadata = _utf8(f_metadata)
+        else:
+            f_metadata = f_metadata.encode("utf-8")
         n_metadata = len(f_metadata)
         if n_metadata > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition.metadata", n_metadata)
@@ -4017,7 +4113,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v5(obj, out):
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_metadata)
     if n_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_metadata)
+            _put_text(out, f_metadata)
         else:
             out += f_metadata
     if cython.compiled:
@@ -4110,7 +4206,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
     if f_metadata is None:
         n_metadata = -1
     else:
-        f_metadata = f_metadata.encode("utf-8")
+        if cython.compiled:
+            f_metadata = _utf8(f_metadata)
+        else:
+            f_metadata = f_metadata.encode("utf-8")
         n_metadata = len(f_metadata)
         if n_metadata > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition.metadata", n_metadata)
@@ -4122,7 +4221,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_metadata)
+            _put_text(out, f_metadata)
         else:
             out += f_metadata
     if cython.compiled:
@@ -4133,7 +4232,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
@@ -4318,7 +4420,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.group_id", n_group_id)
@@ -4330,7 +4435,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -4354,7 +4459,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
@@ -4526,7 +4634,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.group_id", n_group_id)
@@ -4538,7 +4649,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -4562,7 +4673,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
@@ -4694,7 +4808,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.name", n_name)
@@ -4706,7 +4823,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -4725,7 +4842,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end):
@@ -4846,7 +4966,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
@@ -4932,7 +5055,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(obj, out):
     if f_metadata is None:
         n_metadata = -1
     else:
-        f_metadata = f_metadata.encode("utf-8")
+        if cython.compiled:
+            f_metadata = _utf8(f_metadata)
+        else:
+            f_metadata = f_metadata.encode("utf-8")
         n_metadata = len(f_metadata)
         if n_metadata > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions.metadata", n_metadata)
@@ -4944,7 +5070,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(obj, out):
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_metadata)
+            _put_text(out, f_metadata)
         else:
             out += f_metadata
     if cython.compiled:
@@ -4955,7 +5081,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class OffsetFetchRequest_OffsetFetchRequestTopic(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -312,7 +312,10 @@ def _enc_ProduceRequest_v3(obj, out):
     if f_transactional_id is None:
         n_transactional_id = -1
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
@@ -323,7 +326,7 @@ def _enc_ProduceRequest_v3(obj, out):
         out += _S_h.pack(n_transactional_id)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     f_topic_data = obj.topic_data
@@ -518,7 +521,10 @@ def _enc_ProduceRequest_v9(obj, out):
     if f_transactional_id is None:
         n_transactional_id = -1
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
@@ -530,7 +536,7 @@ def _enc_ProduceRequest_v9(obj, out):
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     if cython.compiled:
@@ -555,7 +561,10 @@ def _enc_ProduceRequest_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceRequest_v13(buf, cur, end):
@@ -721,7 +730,10 @@ def _enc_ProduceRequest_v13(obj, out):
     if f_transactional_id is None:
         n_transactional_id = -1
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
@@ -733,7 +745,7 @@ def _enc_ProduceRequest_v13(obj, out):
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     if cython.compiled:
@@ -758,7 +770,10 @@ def _enc_ProduceRequest_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
@@ -845,7 +860,10 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceRequest.TopicProduceData.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceRequest.TopicProduceData.name", n_name)
@@ -856,7 +874,7 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_data = obj.partition_data
@@ -992,7 +1010,10 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceRequest.TopicProduceData.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceRequest.TopicProduceData.name", n_name)
@@ -1004,7 +1025,7 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_data = obj.partition_data
@@ -1023,7 +1044,10 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
@@ -1134,7 +1158,10 @@ def _enc_ProduceRequest_TopicProduceData_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end):
@@ -1266,7 +1293,10 @@ def _enc_ProduceRequest_PartitionProduceData_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData.PartitionProduceData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_v0(buf, cur, end):
@@ -2136,7 +2166,10 @@ def _enc_ProduceResponse_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_v10(buf, cur, end):
@@ -2426,7 +2459,10 @@ def _enc_ProduceResponse_v10(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_v13(buf, cur, end):
@@ -2703,7 +2739,10 @@ def _enc_ProduceResponse_v13(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
@@ -2793,7 +2832,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -2804,7 +2846,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -2908,7 +2950,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -2919,7 +2964,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v2(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -3023,7 +3068,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v5(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -3034,7 +3082,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v5(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -3180,7 +3228,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v8(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -3191,7 +3242,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v8(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -3391,7 +3442,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -3403,7 +3457,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -3422,7 +3476,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
@@ -3620,7 +3677,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
     if f_name is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
@@ -3632,7 +3692,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_responses = obj.partition_responses
@@ -3651,7 +3711,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
@@ -3838,7 +3901,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v13(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
@@ -4141,7 +4207,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
@@ -4152,7 +4221,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
         out += _S_h.pack(n_error_message)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
 
@@ -4332,7 +4401,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
@@ -4344,13 +4416,16 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
@@ -4534,7 +4609,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
@@ -4546,7 +4624,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     known = []
@@ -4562,7 +4640,10 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end):
@@ -4610,7 +4691,10 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(obj, out):
     if f_batch_index_error_message is None:
         n_batch_index_error_message = -1
     else:
-        f_batch_index_error_message = f_batch_index_error_message.encode("utf-8")
+        if cython.compiled:
+            f_batch_index_error_message = _utf8(f_batch_index_error_message)
+        else:
+            f_batch_index_error_message = f_batch_index_error_message.encode("utf-8")
         n_batch_index_error_message = len(f_batch_index_error_message)
         if n_batch_index_error_message > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message", n_batch_index_error_message)
@@ -4622,7 +4706,7 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(obj, out):
         out += _S_ih.pack(obj.batch_index, n_batch_index_error_message)
     if n_batch_index_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_batch_index_error_message)
+            _put_text(out, f_batch_index_error_message)
         else:
             out += f_batch_index_error_message
 
@@ -4696,7 +4780,10 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(obj, out):
     if f_batch_index_error_message is None:
         n_batch_index_error_message = -1
     else:
-        f_batch_index_error_message = f_batch_index_error_message.encode("utf-8")
+        if cython.compiled:
+            f_batch_index_error_message = _utf8(f_batch_index_error_message)
+        else:
+            f_batch_index_error_message = f_batch_index_error_message.encode("utf-8")
         n_batch_index_error_message = len(f_batch_index_error_message)
         if n_batch_index_error_message > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message", n_batch_index_error_message)
@@ -4708,13 +4795,16 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(obj, out):
         _w.put_uvarint(out, n_batch_index_error_message + 1)
     if n_batch_index_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_batch_index_error_message)
+            _put_text(out, f_batch_index_error_message)
         else:
             out += f_batch_index_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, end):
@@ -4757,7 +4847,10 @@ def _enc_ProduceResponse_LeaderIdAndEpoch_v10(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
@@ -4866,7 +4959,10 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
     if f_host is None:
         raise _w.not_nullable("ProduceResponse.NodeEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("ProduceResponse.NodeEndpoint.host", n_host)
@@ -4878,7 +4974,7 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -4890,7 +4986,10 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("ProduceResponse.NodeEndpoint.rack", n_rack)
@@ -4902,13 +5001,16 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.NodeEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _is_default_ProduceResponse_LeaderIdAndEpoch(value):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -192,7 +192,10 @@ def _enc_ReadShareGroupStateRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("ReadShareGroupStateRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ReadShareGroupStateRequest.group_id", n_group_id)
@@ -204,7 +207,7 @@ def _enc_ReadShareGroupStateRequest_v0(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -223,7 +226,10 @@ def _enc_ReadShareGroupStateRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateRequest_ReadStateData_v0(buf, cur, end):
@@ -317,7 +323,10 @@ def _enc_ReadShareGroupStateRequest_ReadStateData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest.ReadStateData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateRequest_PartitionData_v0(buf, cur, end):
@@ -360,7 +369,10 @@ def _enc_ReadShareGroupStateRequest_PartitionData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest.ReadStateData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateResponse_v0(buf, cur, end):
@@ -541,7 +553,10 @@ def _enc_ReadShareGroupStateResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateResponse_ReadStateResult_v0(buf, cur, end):
@@ -696,7 +711,10 @@ def _enc_ReadShareGroupStateResponse_ReadStateResult_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse.ReadStateResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
@@ -831,7 +849,10 @@ def _enc_ReadShareGroupStateResponse_PartitionResult_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ReadShareGroupStateResponse.ReadStateResult.PartitionResult.error_message", n_error_message)
@@ -843,7 +864,7 @@ def _enc_ReadShareGroupStateResponse_PartitionResult_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -868,7 +889,10 @@ def _enc_ReadShareGroupStateResponse_PartitionResult_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse.ReadStateResult.PartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateResponse_StateBatch_v0(buf, cur, end):
@@ -917,7 +941,10 @@ def _enc_ReadShareGroupStateResponse_StateBatch_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ReadShareGroupStateRequest_PartitionData(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -192,7 +192,10 @@ def _enc_ReadShareGroupStateSummaryRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("ReadShareGroupStateSummaryRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ReadShareGroupStateSummaryRequest.group_id", n_group_id)
@@ -204,7 +207,7 @@ def _enc_ReadShareGroupStateSummaryRequest_v0(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -223,7 +226,10 @@ def _enc_ReadShareGroupStateSummaryRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end):
@@ -317,7 +323,10 @@ def _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest.ReadStateSummaryData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateSummaryRequest_PartitionData_v0(buf, cur, end):
@@ -360,7 +369,10 @@ def _enc_ReadShareGroupStateSummaryRequest_PartitionData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateSummaryResponse_v0(buf, cur, end):
@@ -508,7 +520,10 @@ def _enc_ReadShareGroupStateSummaryResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateSummaryResponse_v1(buf, cur, end):
@@ -656,7 +671,10 @@ def _enc_ReadShareGroupStateSummaryResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, end):
@@ -778,7 +796,10 @@ def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, end):
@@ -900,7 +921,10 @@ def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
@@ -990,7 +1014,10 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult.error_message", n_error_message)
@@ -1002,7 +1029,7 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -1015,7 +1042,10 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end):
@@ -1104,7 +1134,10 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult.error_message", n_error_message)
@@ -1116,7 +1149,7 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -1130,7 +1163,10 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ReadShareGroupStateSummaryRequest_PartitionData(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -123,7 +123,10 @@ def _enc_RemoveRaftVoterRequest_v0(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("RemoveRaftVoterRequest.cluster_id", n_cluster_id)
@@ -135,7 +138,7 @@ def _enc_RemoveRaftVoterRequest_v0(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -147,7 +150,10 @@ def _enc_RemoveRaftVoterRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RemoveRaftVoterRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_RemoveRaftVoterResponse_v0(buf, cur, end):
@@ -222,7 +228,10 @@ def _enc_RemoveRaftVoterResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("RemoveRaftVoterResponse.error_message", n_error_message)
@@ -234,13 +243,16 @@ def _enc_RemoveRaftVoterResponse_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RemoveRaftVoterResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class RemoveRaftVoterRequest(Message):

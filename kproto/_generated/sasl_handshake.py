@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -94,7 +94,10 @@ def _enc_SaslHandshakeRequest_v0(obj, out):
     if f_mechanism is None:
         raise _w.not_nullable("SaslHandshakeRequest.mechanism")
     else:
-        f_mechanism = f_mechanism.encode("utf-8")
+        if cython.compiled:
+            f_mechanism = _utf8(f_mechanism)
+        else:
+            f_mechanism = f_mechanism.encode("utf-8")
         n_mechanism = len(f_mechanism)
         if n_mechanism > 32767:
             raise _w.string_too_long("SaslHandshakeRequest.mechanism", n_mechanism)
@@ -105,7 +108,7 @@ def _enc_SaslHandshakeRequest_v0(obj, out):
         out += _S_h.pack(n_mechanism)
     if n_mechanism > 0:
         if cython.compiled:
-            _put_bytes(out, f_mechanism)
+            _put_text(out, f_mechanism)
         else:
             out += f_mechanism
 

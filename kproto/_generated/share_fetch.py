@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -377,7 +377,10 @@ def _enc_ShareFetchRequest_v1(obj, out):
     if f_group_id is None:
         n_group_id = -1
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ShareFetchRequest.group_id", n_group_id)
@@ -389,14 +392,17 @@ def _enc_ShareFetchRequest_v1(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ShareFetchRequest.member_id", n_member_id)
@@ -408,7 +414,7 @@ def _enc_ShareFetchRequest_v1(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -450,7 +456,10 @@ def _enc_ShareFetchRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchRequest_v2(buf, cur, end):
@@ -758,7 +767,10 @@ def _enc_ShareFetchRequest_v2(obj, out):
     if f_group_id is None:
         n_group_id = -1
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ShareFetchRequest.group_id", n_group_id)
@@ -770,14 +782,17 @@ def _enc_ShareFetchRequest_v2(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         n_member_id = -1
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ShareFetchRequest.member_id", n_member_id)
@@ -789,7 +804,7 @@ def _enc_ShareFetchRequest_v2(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -833,7 +848,10 @@ def _enc_ShareFetchRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
@@ -976,7 +994,10 @@ def _enc_ShareFetchRequest_FetchTopic_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
@@ -1094,7 +1115,10 @@ def _enc_ShareFetchRequest_FetchPartition_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end):
@@ -1179,7 +1203,10 @@ def _enc_ShareFetchRequest_AcknowledgementBatch_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
@@ -1254,7 +1281,10 @@ def _enc_ShareFetchRequest_ForgottenTopic_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.ForgottenTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchResponse_v1(buf, cur, end):
@@ -1608,7 +1638,10 @@ def _enc_ShareFetchResponse_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ShareFetchResponse.error_message", n_error_message)
@@ -1620,7 +1653,7 @@ def _enc_ShareFetchResponse_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -1657,7 +1690,10 @@ def _enc_ShareFetchResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
@@ -1852,7 +1888,10 @@ def _enc_ShareFetchResponse_ShareFetchableTopicResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
@@ -2043,7 +2082,10 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.error_message", n_error_message)
@@ -2055,7 +2097,7 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if cython.compiled:
@@ -2067,7 +2109,10 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
     if f_acknowledge_error_message is None:
         n_acknowledge_error_message = -1
     else:
-        f_acknowledge_error_message = f_acknowledge_error_message.encode("utf-8")
+        if cython.compiled:
+            f_acknowledge_error_message = _utf8(f_acknowledge_error_message)
+        else:
+            f_acknowledge_error_message = f_acknowledge_error_message.encode("utf-8")
         n_acknowledge_error_message = len(f_acknowledge_error_message)
         if n_acknowledge_error_message > 32767:
             raise _w.string_too_long("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acknowledge_error_message", n_acknowledge_error_message)
@@ -2079,7 +2124,7 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
         _w.put_uvarint(out, n_acknowledge_error_message + 1)
     if n_acknowledge_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_acknowledge_error_message)
+            _put_text(out, f_acknowledge_error_message)
         else:
             out += f_acknowledge_error_message
     f_current_leader = obj.current_leader
@@ -2117,7 +2162,10 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end):
@@ -2160,7 +2208,10 @@ def _enc_ShareFetchResponse_LeaderIdAndEpoch_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end):
@@ -2206,7 +2257,10 @@ def _enc_ShareFetchResponse_AcquiredRecords_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
@@ -2315,7 +2369,10 @@ def _enc_ShareFetchResponse_NodeEndpoint_v1(obj, out):
     if f_host is None:
         raise _w.not_nullable("ShareFetchResponse.NodeEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("ShareFetchResponse.NodeEndpoint.host", n_host)
@@ -2327,7 +2384,7 @@ def _enc_ShareFetchResponse_NodeEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -2339,7 +2396,10 @@ def _enc_ShareFetchResponse_NodeEndpoint_v1(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("ShareFetchResponse.NodeEndpoint.rack", n_rack)
@@ -2351,13 +2411,16 @@ def _enc_ShareFetchResponse_NodeEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.NodeEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ShareFetchRequest_AcknowledgementBatch(Struct):

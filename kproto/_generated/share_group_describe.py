@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -173,7 +173,10 @@ def _enc_ShareGroupDescribeRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
@@ -502,7 +505,10 @@ def _enc_ShareGroupDescribeResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
@@ -838,7 +844,10 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
@@ -850,14 +859,17 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
@@ -869,14 +881,17 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
@@ -888,7 +903,7 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     if cython.compiled:
@@ -901,7 +916,10 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
     if f_assignor_name is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.assignor_name")
     else:
-        f_assignor_name = f_assignor_name.encode("utf-8")
+        if cython.compiled:
+            f_assignor_name = _utf8(f_assignor_name)
+        else:
+            f_assignor_name = f_assignor_name.encode("utf-8")
         n_assignor_name = len(f_assignor_name)
         if n_assignor_name > 32767:
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.assignor_name", n_assignor_name)
@@ -913,7 +931,7 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_assignor_name)
+            _put_text(out, f_assignor_name)
         else:
             out += f_assignor_name
     f_members = obj.members
@@ -937,7 +955,10 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse.DescribedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
@@ -1146,7 +1167,10 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.Member.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
@@ -1158,14 +1182,17 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
@@ -1177,7 +1204,7 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     if cython.compiled:
@@ -1189,7 +1216,10 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
     if f_client_id is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.Member.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
@@ -1201,14 +1231,17 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.Member.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
@@ -1220,7 +1253,7 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
@@ -1251,7 +1284,10 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse.DescribedGroup.Member")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
@@ -1373,7 +1409,10 @@ def _enc_ShareGroupDescribeResponse_Assignment_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse.DescribedGroup.Member.Assignment")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
@@ -1461,7 +1500,10 @@ def _enc_ShareGroupDescribeResponse_TopicPartitions_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name", n_topic_name)
@@ -1473,7 +1515,7 @@ def _enc_ShareGroupDescribeResponse_TopicPartitions_v1(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1496,7 +1538,10 @@ def _enc_ShareGroupDescribeResponse_TopicPartitions_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class ShareGroupDescribeRequest(Message):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -183,7 +183,10 @@ def _enc_StreamsGroupDescribeRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
@@ -714,7 +717,10 @@ def _enc_StreamsGroupDescribeResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
@@ -1242,7 +1248,10 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
@@ -1254,14 +1263,17 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
@@ -1273,14 +1285,17 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.group_state")
     else:
-        f_group_state = f_group_state.encode("utf-8")
+        if cython.compiled:
+            f_group_state = _utf8(f_group_state)
+        else:
+            f_group_state = f_group_state.encode("utf-8")
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
@@ -1292,7 +1307,7 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_state)
+            _put_text(out, f_group_state)
         else:
             out += f_group_state
     f_topology = obj.topology
@@ -1327,7 +1342,10 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
@@ -1734,7 +1752,10 @@ def _enc_StreamsGroupDescribeResponse_Topology_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
@@ -2145,7 +2166,10 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
     if f_subtopology_id is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.subtopology_id")
     else:
-        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        if cython.compiled:
+            f_subtopology_id = _utf8(f_subtopology_id)
+        else:
+            f_subtopology_id = f_subtopology_id.encode("utf-8")
         n_subtopology_id = len(f_subtopology_id)
         if n_subtopology_id > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.subtopology_id", n_subtopology_id)
@@ -2157,7 +2181,7 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_subtopology_id)
+            _put_text(out, f_subtopology_id)
         else:
             out += f_subtopology_id
     f_source_topics = obj.source_topics
@@ -2235,7 +2259,10 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
@@ -2380,7 +2407,10 @@ def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.name", n_name)
@@ -2392,7 +2422,7 @@ def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -2417,7 +2447,10 @@ def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
@@ -2503,7 +2536,10 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
     if f_key is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.key", n_key)
@@ -2515,14 +2551,17 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     f_value = obj.value
     if f_value is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.value")
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.value", n_value)
@@ -2534,13 +2573,16 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
@@ -3016,7 +3058,10 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
@@ -3028,7 +3073,7 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -3040,7 +3085,10 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
     if f_instance_id is None:
         n_instance_id = -1
     else:
-        f_instance_id = f_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_instance_id = _utf8(f_instance_id)
+        else:
+            f_instance_id = f_instance_id.encode("utf-8")
         n_instance_id = len(f_instance_id)
         if n_instance_id > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
@@ -3052,14 +3100,17 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_instance_id)
+            _put_text(out, f_instance_id)
         else:
             out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
@@ -3071,14 +3122,17 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.client_id")
     else:
-        f_client_id = f_client_id.encode("utf-8")
+        if cython.compiled:
+            f_client_id = _utf8(f_client_id)
+        else:
+            f_client_id = f_client_id.encode("utf-8")
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
@@ -3090,14 +3144,17 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_id)
+            _put_text(out, f_client_id)
         else:
             out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.client_host")
     else:
-        f_client_host = f_client_host.encode("utf-8")
+        if cython.compiled:
+            f_client_host = _utf8(f_client_host)
+        else:
+            f_client_host = f_client_host.encode("utf-8")
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
@@ -3109,7 +3166,7 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_client_host)
+            _put_text(out, f_client_host)
         else:
             out += f_client_host
     if cython.compiled:
@@ -3121,7 +3178,10 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
     if f_process_id is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.process_id")
     else:
-        f_process_id = f_process_id.encode("utf-8")
+        if cython.compiled:
+            f_process_id = _utf8(f_process_id)
+        else:
+            f_process_id = f_process_id.encode("utf-8")
         n_process_id = len(f_process_id)
         if n_process_id > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.process_id", n_process_id)
@@ -3133,7 +3193,7 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_process_id)
+            _put_text(out, f_process_id)
         else:
             out += f_process_id
     f_user_endpoint = obj.user_endpoint
@@ -3196,7 +3256,10 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
@@ -3261,7 +3324,10 @@ def _enc_StreamsGroupDescribeResponse_Endpoint_v0(obj, out):
     if f_host is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint.host", n_host)
@@ -3273,7 +3339,7 @@ def _enc_StreamsGroupDescribeResponse_Endpoint_v0(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -3284,7 +3350,10 @@ def _enc_StreamsGroupDescribeResponse_Endpoint_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
@@ -3351,7 +3420,10 @@ def _enc_StreamsGroupDescribeResponse_TaskOffset_v0(obj, out):
     if f_subtopology_id is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset.subtopology_id")
     else:
-        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        if cython.compiled:
+            f_subtopology_id = _utf8(f_subtopology_id)
+        else:
+            f_subtopology_id = f_subtopology_id.encode("utf-8")
         n_subtopology_id = len(f_subtopology_id)
         if n_subtopology_id > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset.subtopology_id", n_subtopology_id)
@@ -3363,7 +3435,7 @@ def _enc_StreamsGroupDescribeResponse_TaskOffset_v0(obj, out):
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_subtopology_id)
+            _put_text(out, f_subtopology_id)
         else:
             out += f_subtopology_id
     if cython.compiled:
@@ -3375,7 +3447,10 @@ def _enc_StreamsGroupDescribeResponse_TaskOffset_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
@@ -3672,7 +3747,10 @@ def _enc_StreamsGroupDescribeResponse_Assignment_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
@@ -3754,7 +3832,10 @@ def _enc_StreamsGroupDescribeResponse_TaskIds_v0(obj, out):
     if f_subtopology_id is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.subtopology_id")
     else:
-        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        if cython.compiled:
+            f_subtopology_id = _utf8(f_subtopology_id)
+        else:
+            f_subtopology_id = f_subtopology_id.encode("utf-8")
         n_subtopology_id = len(f_subtopology_id)
         if n_subtopology_id > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.subtopology_id", n_subtopology_id)
@@ -3766,7 +3847,7 @@ def _enc_StreamsGroupDescribeResponse_TaskIds_v0(obj, out):
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_subtopology_id)
+            _put_text(out, f_subtopology_id)
         else:
             out += f_subtopology_id
     f_partitions = obj.partitions
@@ -3789,7 +3870,10 @@ def _enc_StreamsGroupDescribeResponse_TaskIds_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class StreamsGroupDescribeRequest(Message):

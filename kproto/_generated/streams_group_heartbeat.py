@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -769,7 +769,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.group_id", n_group_id)
@@ -781,14 +784,17 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.member_id", n_member_id)
@@ -800,7 +806,7 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -813,7 +819,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     if f_instance_id is None:
         n_instance_id = -1
     else:
-        f_instance_id = f_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_instance_id = _utf8(f_instance_id)
+        else:
+            f_instance_id = f_instance_id.encode("utf-8")
         n_instance_id = len(f_instance_id)
         if n_instance_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.instance_id", n_instance_id)
@@ -825,14 +834,17 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_instance_id)
+            _put_text(out, f_instance_id)
         else:
             out += f_instance_id
     f_rack_id = obj.rack_id
     if f_rack_id is None:
         n_rack_id = -1
     else:
-        f_rack_id = f_rack_id.encode("utf-8")
+        if cython.compiled:
+            f_rack_id = _utf8(f_rack_id)
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
         n_rack_id = len(f_rack_id)
         if n_rack_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.rack_id", n_rack_id)
@@ -844,7 +856,7 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack_id)
+            _put_text(out, f_rack_id)
         else:
             out += f_rack_id
     f_topology = obj.topology
@@ -903,7 +915,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     if f_process_id is None:
         n_process_id = -1
     else:
-        f_process_id = f_process_id.encode("utf-8")
+        if cython.compiled:
+            f_process_id = _utf8(f_process_id)
+        else:
+            f_process_id = f_process_id.encode("utf-8")
         n_process_id = len(f_process_id)
         if n_process_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.process_id", n_process_id)
@@ -915,7 +930,7 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_process_id)
+            _put_text(out, f_process_id)
         else:
             out += f_process_id
     f_user_endpoint = obj.user_endpoint
@@ -977,7 +992,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
@@ -1489,7 +1507,10 @@ def _enc_StreamsGroupHeartbeatRequest_Topology_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
@@ -2041,7 +2062,10 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
     if f_subtopology_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id")
     else:
-        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        if cython.compiled:
+            f_subtopology_id = _utf8(f_subtopology_id)
+        else:
+            f_subtopology_id = f_subtopology_id.encode("utf-8")
         n_subtopology_id = len(f_subtopology_id)
         if n_subtopology_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id", n_subtopology_id)
@@ -2053,7 +2077,7 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_subtopology_id)
+            _put_text(out, f_subtopology_id)
         else:
             out += f_subtopology_id
     f_source_topics = obj.source_topics
@@ -2167,7 +2191,10 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
@@ -2312,7 +2339,10 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name", n_name)
@@ -2324,7 +2354,7 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     if cython.compiled:
@@ -2349,7 +2379,10 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
@@ -2435,7 +2468,10 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
     if f_key is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key")
     else:
-        f_key = f_key.encode("utf-8")
+        if cython.compiled:
+            f_key = _utf8(f_key)
+        else:
+            f_key = f_key.encode("utf-8")
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key", n_key)
@@ -2447,14 +2483,17 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         if cython.compiled:
-            _put_bytes(out, f_key)
+            _put_text(out, f_key)
         else:
             out += f_key
     f_value = obj.value
     if f_value is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value")
     else:
-        f_value = f_value.encode("utf-8")
+        if cython.compiled:
+            f_value = _utf8(f_value)
+        else:
+            f_value = f_value.encode("utf-8")
         n_value = len(f_value)
         if n_value > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value", n_value)
@@ -2466,13 +2505,16 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         if cython.compiled:
-            _put_bytes(out, f_value)
+            _put_text(out, f_value)
         else:
             out += f_value
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
@@ -2625,7 +2667,10 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
@@ -2707,7 +2752,10 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
     if f_subtopology_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.TaskIds.subtopology_id")
     else:
-        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        if cython.compiled:
+            f_subtopology_id = _utf8(f_subtopology_id)
+        else:
+            f_subtopology_id = f_subtopology_id.encode("utf-8")
         n_subtopology_id = len(f_subtopology_id)
         if n_subtopology_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.TaskIds.subtopology_id", n_subtopology_id)
@@ -2719,7 +2767,7 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_subtopology_id)
+            _put_text(out, f_subtopology_id)
         else:
             out += f_subtopology_id
     f_partitions = obj.partitions
@@ -2742,7 +2790,10 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskIds")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
@@ -2807,7 +2858,10 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
     if f_host is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Endpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Endpoint.host", n_host)
@@ -2819,7 +2873,7 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -2830,7 +2884,10 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Endpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
@@ -2897,7 +2954,10 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
     if f_subtopology_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id")
     else:
-        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        if cython.compiled:
+            f_subtopology_id = _utf8(f_subtopology_id)
+        else:
+            f_subtopology_id = f_subtopology_id.encode("utf-8")
         n_subtopology_id = len(f_subtopology_id)
         if n_subtopology_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id", n_subtopology_id)
@@ -2909,7 +2969,7 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_subtopology_id)
+            _put_text(out, f_subtopology_id)
         else:
             out += f_subtopology_id
     if cython.compiled:
@@ -2921,7 +2981,10 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskOffset")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
@@ -3531,7 +3594,10 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.error_message", n_error_message)
@@ -3543,14 +3609,17 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.member_id", n_member_id)
@@ -3562,7 +3631,7 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     if cython.compiled:
@@ -3651,7 +3720,10 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
@@ -3721,7 +3793,10 @@ def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
     if f_status_detail is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.Status.status_detail")
     else:
-        f_status_detail = f_status_detail.encode("utf-8")
+        if cython.compiled:
+            f_status_detail = _utf8(f_status_detail)
+        else:
+            f_status_detail = f_status_detail.encode("utf-8")
         n_status_detail = len(f_status_detail)
         if n_status_detail > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.Status.status_detail", n_status_detail)
@@ -3733,13 +3808,16 @@ def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
         _w.put_uvarint(out, n_status_detail + 1)
     if n_status_detail > 0:
         if cython.compiled:
-            _put_bytes(out, f_status_detail)
+            _put_text(out, f_status_detail)
         else:
             out += f_status_detail
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.Status")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
@@ -3821,7 +3899,10 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
     if f_subtopology_id is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.TaskIds.subtopology_id")
     else:
-        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        if cython.compiled:
+            f_subtopology_id = _utf8(f_subtopology_id)
+        else:
+            f_subtopology_id = f_subtopology_id.encode("utf-8")
         n_subtopology_id = len(f_subtopology_id)
         if n_subtopology_id > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.TaskIds.subtopology_id", n_subtopology_id)
@@ -3833,7 +3914,7 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_subtopology_id)
+            _put_text(out, f_subtopology_id)
         else:
             out += f_subtopology_id
     f_partitions = obj.partitions
@@ -3856,7 +3937,10 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.TaskIds")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
@@ -4072,7 +4156,10 @@ def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
@@ -4137,7 +4224,10 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
     if f_host is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host", n_host)
@@ -4149,7 +4239,7 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -4160,7 +4250,10 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
@@ -4242,7 +4335,10 @@ def _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(obj, out):
     if f_topic is None:
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic")
     else:
-        f_topic = f_topic.encode("utf-8")
+        if cython.compiled:
+            f_topic = _utf8(f_topic)
+        else:
+            f_topic = f_topic.encode("utf-8")
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic", n_topic)
@@ -4254,7 +4350,7 @@ def _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(obj, out):
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic)
+            _put_text(out, f_topic)
         else:
             out += f_topic
     f_partitions = obj.partitions
@@ -4277,7 +4373,10 @@ def _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class StreamsGroupHeartbeatRequest_KeyValue(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -186,7 +186,10 @@ def _enc_SyncGroupRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("SyncGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.group_id", n_group_id)
@@ -197,14 +200,17 @@ def _enc_SyncGroupRequest_v0(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.member_id", n_member_id)
@@ -216,7 +222,7 @@ def _enc_SyncGroupRequest_v0(obj, out):
         out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_assignments = obj.assignments
@@ -374,7 +380,10 @@ def _enc_SyncGroupRequest_v3(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("SyncGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.group_id", n_group_id)
@@ -385,14 +394,17 @@ def _enc_SyncGroupRequest_v3(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.member_id", n_member_id)
@@ -404,14 +416,17 @@ def _enc_SyncGroupRequest_v3(obj, out):
         out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.group_instance_id", n_group_instance_id)
@@ -422,7 +437,7 @@ def _enc_SyncGroupRequest_v3(obj, out):
         out += _S_h.pack(n_group_instance_id)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_assignments = obj.assignments
@@ -638,7 +653,10 @@ def _enc_SyncGroupRequest_v4(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("SyncGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.group_id", n_group_id)
@@ -650,7 +668,7 @@ def _enc_SyncGroupRequest_v4(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     if cython.compiled:
@@ -662,7 +680,10 @@ def _enc_SyncGroupRequest_v4(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.member_id", n_member_id)
@@ -674,14 +695,17 @@ def _enc_SyncGroupRequest_v4(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.group_instance_id", n_group_instance_id)
@@ -693,7 +717,7 @@ def _enc_SyncGroupRequest_v4(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_assignments = obj.assignments
@@ -712,7 +736,10 @@ def _enc_SyncGroupRequest_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_SyncGroupRequest_v5(buf, cur, end):
@@ -974,7 +1001,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("SyncGroupRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.group_id", n_group_id)
@@ -986,7 +1016,7 @@ def _enc_SyncGroupRequest_v5(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     if cython.compiled:
@@ -998,7 +1028,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.member_id", n_member_id)
@@ -1010,14 +1043,17 @@ def _enc_SyncGroupRequest_v5(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.group_instance_id", n_group_instance_id)
@@ -1029,14 +1065,17 @@ def _enc_SyncGroupRequest_v5(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         n_protocol_type = -1
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("SyncGroupRequest.protocol_type", n_protocol_type)
@@ -1048,14 +1087,17 @@ def _enc_SyncGroupRequest_v5(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("SyncGroupRequest.protocol_name", n_protocol_name)
@@ -1067,7 +1109,7 @@ def _enc_SyncGroupRequest_v5(obj, out):
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_assignments = obj.assignments
@@ -1086,7 +1128,10 @@ def _enc_SyncGroupRequest_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
@@ -1143,7 +1188,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.SyncGroupRequestAssignment.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.SyncGroupRequestAssignment.member_id", n_member_id)
@@ -1154,7 +1202,7 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
         out += _S_h.pack(n_member_id)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_assignment = obj.assignment
@@ -1249,7 +1297,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.SyncGroupRequestAssignment.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.SyncGroupRequestAssignment.member_id", n_member_id)
@@ -1261,7 +1312,7 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_assignment = obj.assignment
@@ -1283,7 +1334,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupRequest.SyncGroupRequestAssignment")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_SyncGroupResponse_v0(buf, cur, end):
@@ -1471,7 +1525,10 @@ def _enc_SyncGroupResponse_v4(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_SyncGroupResponse_v5(buf, cur, end):
@@ -1598,7 +1655,10 @@ def _enc_SyncGroupResponse_v5(obj, out):
     if f_protocol_type is None:
         n_protocol_type = -1
     else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
+        if cython.compiled:
+            f_protocol_type = _utf8(f_protocol_type)
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("SyncGroupResponse.protocol_type", n_protocol_type)
@@ -1610,14 +1670,17 @@ def _enc_SyncGroupResponse_v5(obj, out):
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_type)
+            _put_text(out, f_protocol_type)
         else:
             out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         n_protocol_name = -1
     else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
+        if cython.compiled:
+            f_protocol_name = _utf8(f_protocol_name)
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("SyncGroupResponse.protocol_name", n_protocol_name)
@@ -1629,7 +1692,7 @@ def _enc_SyncGroupResponse_v5(obj, out):
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_protocol_name)
+            _put_text(out, f_protocol_name)
         else:
             out += f_protocol_name
     f_assignment = obj.assignment
@@ -1651,7 +1714,10 @@ def _enc_SyncGroupResponse_v5(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class SyncGroupRequest_SyncGroupRequestAssignment(Struct):

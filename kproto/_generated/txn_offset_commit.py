@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -222,7 +222,10 @@ def _enc_TxnOffsetCommitRequest_v0(obj, out):
     if f_transactional_id is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.transactional_id")
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.transactional_id", n_transactional_id)
@@ -233,14 +236,17 @@ def _enc_TxnOffsetCommitRequest_v0(obj, out):
         out += _S_h.pack(n_transactional_id)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.group_id", n_group_id)
@@ -251,7 +257,7 @@ def _enc_TxnOffsetCommitRequest_v0(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -422,7 +428,10 @@ def _enc_TxnOffsetCommitRequest_v2(obj, out):
     if f_transactional_id is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.transactional_id")
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.transactional_id", n_transactional_id)
@@ -433,14 +442,17 @@ def _enc_TxnOffsetCommitRequest_v2(obj, out):
         out += _S_h.pack(n_transactional_id)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.group_id", n_group_id)
@@ -451,7 +463,7 @@ def _enc_TxnOffsetCommitRequest_v2(obj, out):
         out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -739,7 +751,10 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
     if f_transactional_id is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.transactional_id")
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
+        if cython.compiled:
+            f_transactional_id = _utf8(f_transactional_id)
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.transactional_id", n_transactional_id)
@@ -751,14 +766,17 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_transactional_id)
+            _put_text(out, f_transactional_id)
         else:
             out += f_transactional_id
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.group_id", n_group_id)
@@ -770,7 +788,7 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     if cython.compiled:
@@ -784,7 +802,10 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
     if f_member_id is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.member_id")
     else:
-        f_member_id = f_member_id.encode("utf-8")
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.member_id", n_member_id)
@@ -796,14 +817,17 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_member_id)
+            _put_text(out, f_member_id)
         else:
             out += f_member_id
     f_group_instance_id = obj.group_instance_id
     if f_group_instance_id is None:
         n_group_instance_id = -1
     else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
+        if cython.compiled:
+            f_group_instance_id = _utf8(f_group_instance_id)
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.group_instance_id", n_group_instance_id)
@@ -815,7 +839,7 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_instance_id)
+            _put_text(out, f_group_instance_id)
         else:
             out += f_group_instance_id
     f_topics = obj.topics
@@ -834,7 +858,10 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
@@ -925,7 +952,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name", n_name)
@@ -936,7 +966,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1041,7 +1071,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(obj, out):
     if f_name is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name", n_name)
@@ -1052,7 +1085,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1192,7 +1225,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(obj, out):
     if f_name is None:
         raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name", n_name)
@@ -1204,7 +1240,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1223,7 +1259,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end):
@@ -1274,7 +1313,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(obj, out):
     if f_committed_metadata is None:
         n_committed_metadata = -1
     else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        if cython.compiled:
+            f_committed_metadata = _utf8(f_committed_metadata)
+        else:
+            f_committed_metadata = f_committed_metadata.encode("utf-8")
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
@@ -1287,7 +1329,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(obj, out):
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
     if n_committed_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_committed_metadata)
+            _put_text(out, f_committed_metadata)
         else:
             out += f_committed_metadata
 
@@ -1341,7 +1383,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(obj, out):
     if f_committed_metadata is None:
         n_committed_metadata = -1
     else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        if cython.compiled:
+            f_committed_metadata = _utf8(f_committed_metadata)
+        else:
+            f_committed_metadata = f_committed_metadata.encode("utf-8")
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
@@ -1355,7 +1400,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(obj, out):
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
     if n_committed_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_committed_metadata)
+            _put_text(out, f_committed_metadata)
         else:
             out += f_committed_metadata
 
@@ -1435,7 +1480,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(obj, out):
     if f_committed_metadata is None:
         n_committed_metadata = -1
     else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        if cython.compiled:
+            f_committed_metadata = _utf8(f_committed_metadata)
+        else:
+            f_committed_metadata = f_committed_metadata.encode("utf-8")
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
@@ -1447,13 +1495,16 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(obj, out):
         _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
         if cython.compiled:
-            _put_bytes(out, f_committed_metadata)
+            _put_text(out, f_committed_metadata)
         else:
             out += f_committed_metadata
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_TxnOffsetCommitResponse_v0(buf, cur, end):
@@ -1697,7 +1748,10 @@ def _enc_TxnOffsetCommitResponse_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
@@ -1776,7 +1830,10 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name", n_name)
@@ -1787,7 +1844,7 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1906,7 +1963,10 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(obj, out):
     if f_name is None:
         raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name", n_name)
@@ -1918,7 +1978,7 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1937,7 +1997,10 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(buf, cur, end):
@@ -2014,7 +2077,10 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -186,7 +186,10 @@ def _enc_UpdateFeaturesRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
@@ -322,7 +325,10 @@ def _enc_UpdateFeaturesRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
@@ -395,7 +401,10 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(obj, out):
     if f_feature is None:
         raise _w.not_nullable("UpdateFeaturesRequest.FeatureUpdateKey.feature")
     else:
-        f_feature = f_feature.encode("utf-8")
+        if cython.compiled:
+            f_feature = _utf8(f_feature)
+        else:
+            f_feature = f_feature.encode("utf-8")
         n_feature = len(f_feature)
         if n_feature > 32767:
             raise _w.string_too_long("UpdateFeaturesRequest.FeatureUpdateKey.feature", n_feature)
@@ -407,7 +416,7 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(obj, out):
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
         if cython.compiled:
-            _put_bytes(out, f_feature)
+            _put_text(out, f_feature)
         else:
             out += f_feature
     if cython.compiled:
@@ -419,7 +428,10 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest.FeatureUpdateKey")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
@@ -489,7 +501,10 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(obj, out):
     if f_feature is None:
         raise _w.not_nullable("UpdateFeaturesRequest.FeatureUpdateKey.feature")
     else:
-        f_feature = f_feature.encode("utf-8")
+        if cython.compiled:
+            f_feature = _utf8(f_feature)
+        else:
+            f_feature = f_feature.encode("utf-8")
         n_feature = len(f_feature)
         if n_feature > 32767:
             raise _w.string_too_long("UpdateFeaturesRequest.FeatureUpdateKey.feature", n_feature)
@@ -501,7 +516,7 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(obj, out):
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
         if cython.compiled:
-            _put_bytes(out, f_feature)
+            _put_text(out, f_feature)
         else:
             out += f_feature
     if cython.compiled:
@@ -513,7 +528,10 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest.FeatureUpdateKey")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
@@ -673,7 +691,10 @@ def _enc_UpdateFeaturesResponse_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("UpdateFeaturesResponse.error_message", n_error_message)
@@ -685,7 +706,7 @@ def _enc_UpdateFeaturesResponse_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     f_results = obj.results
@@ -704,7 +725,10 @@ def _enc_UpdateFeaturesResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
@@ -780,7 +804,10 @@ def _enc_UpdateFeaturesResponse_v2(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("UpdateFeaturesResponse.error_message", n_error_message)
@@ -792,13 +819,16 @@ def _enc_UpdateFeaturesResponse_v2(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
@@ -894,7 +924,10 @@ def _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(obj, out):
     if f_feature is None:
         raise _w.not_nullable("UpdateFeaturesResponse.UpdatableFeatureResult.feature")
     else:
-        f_feature = f_feature.encode("utf-8")
+        if cython.compiled:
+            f_feature = _utf8(f_feature)
+        else:
+            f_feature = f_feature.encode("utf-8")
         n_feature = len(f_feature)
         if n_feature > 32767:
             raise _w.string_too_long("UpdateFeaturesResponse.UpdatableFeatureResult.feature", n_feature)
@@ -906,7 +939,7 @@ def _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(obj, out):
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
         if cython.compiled:
-            _put_bytes(out, f_feature)
+            _put_text(out, f_feature)
         else:
             out += f_feature
     if cython.compiled:
@@ -918,7 +951,10 @@ def _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("UpdateFeaturesResponse.UpdatableFeatureResult.error_message", n_error_message)
@@ -930,13 +966,16 @@ def _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse.UpdatableFeatureResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class UpdateFeaturesRequest_FeatureUpdateKey(Struct):

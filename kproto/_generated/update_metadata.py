@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -1774,7 +1774,10 @@ def _enc_UpdateMetadataRequest_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateMetadataRequest_v7(buf, cur, end):
@@ -2154,7 +2157,10 @@ def _enc_UpdateMetadataRequest_v7(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateMetadataRequest_v8(buf, cur, end):
@@ -2557,7 +2563,10 @@ def _enc_UpdateMetadataRequest_v8(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "UpdateMetadataRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
@@ -2646,7 +2655,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name", n_topic_name)
@@ -2657,7 +2669,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_isr = obj.isr
@@ -2801,7 +2813,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name", n_topic_name)
@@ -2812,7 +2827,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_isr = obj.isr
@@ -3189,7 +3204,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataPartitionState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
@@ -3305,7 +3323,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v5(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", n_topic_name)
@@ -3316,7 +3337,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v5(obj, out):
         out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partition_states = obj.partition_states
@@ -3495,7 +3516,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", n_topic_name)
@@ -3507,7 +3531,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partition_states = obj.partition_states
@@ -3526,7 +3550,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataTopicState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
@@ -3695,7 +3722,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", n_topic_name)
@@ -3707,7 +3737,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     out += obj.topic_id.bytes
@@ -3727,7 +3757,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataTopicState")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
@@ -3783,7 +3816,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(obj, out):
     if f_v0_host is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.v0_host")
     else:
-        f_v0_host = f_v0_host.encode("utf-8")
+        if cython.compiled:
+            f_v0_host = _utf8(f_v0_host)
+        else:
+            f_v0_host = f_v0_host.encode("utf-8")
         n_v0_host = len(f_v0_host)
         if n_v0_host > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.v0_host", n_v0_host)
@@ -3795,7 +3831,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(obj, out):
         out += _S_ih.pack(obj.id, n_v0_host)
     if n_v0_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_v0_host)
+            _put_text(out, f_v0_host)
         else:
             out += f_v0_host
     if cython.compiled:
@@ -3999,7 +4035,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v2(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.rack", n_rack)
@@ -4010,7 +4049,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v2(obj, out):
         out += _S_h.pack(n_rack)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
 
@@ -4136,7 +4175,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v3(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.rack", n_rack)
@@ -4147,7 +4189,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v3(obj, out):
         out += _S_h.pack(n_rack)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
 
@@ -4324,7 +4366,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6(obj, out):
     if f_rack is None:
         n_rack = -1
     else:
-        f_rack = f_rack.encode("utf-8")
+        if cython.compiled:
+            f_rack = _utf8(f_rack)
+        else:
+            f_rack = f_rack.encode("utf-8")
         n_rack = len(f_rack)
         if n_rack > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.rack", n_rack)
@@ -4336,13 +4381,16 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6(obj, out):
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         if cython.compiled:
-            _put_bytes(out, f_rack)
+            _put_text(out, f_rack)
         else:
             out += f_rack
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
@@ -4397,7 +4445,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(obj, out):
     if f_host is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host", n_host)
@@ -4409,7 +4460,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(obj, out):
         out += _S_ih.pack(obj.port, n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -4491,7 +4542,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(obj, out):
     if f_host is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host", n_host)
@@ -4503,14 +4557,17 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(obj, out):
         out += _S_ih.pack(obj.port, n_host)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     f_listener = obj.listener
     if f_listener is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener")
     else:
-        f_listener = f_listener.encode("utf-8")
+        if cython.compiled:
+            f_listener = _utf8(f_listener)
+        else:
+            f_listener = f_listener.encode("utf-8")
         n_listener = len(f_listener)
         if n_listener > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener", n_listener)
@@ -4521,7 +4578,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(obj, out):
         out += _S_h.pack(n_listener)
     if n_listener > 0:
         if cython.compiled:
-            _put_bytes(out, f_listener)
+            _put_text(out, f_listener)
         else:
             out += f_listener
     if cython.compiled:
@@ -4635,7 +4692,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
     if f_host is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host", n_host)
@@ -4647,14 +4707,17 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     f_listener = obj.listener
     if f_listener is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener")
     else:
-        f_listener = f_listener.encode("utf-8")
+        if cython.compiled:
+            f_listener = _utf8(f_listener)
+        else:
+            f_listener = f_listener.encode("utf-8")
         n_listener = len(f_listener)
         if n_listener > 32767:
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener", n_listener)
@@ -4666,7 +4729,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
         _w.put_uvarint(out, n_listener + 1)
     if n_listener > 0:
         if cython.compiled:
-            _put_bytes(out, f_listener)
+            _put_text(out, f_listener)
         else:
             out += f_listener
     if cython.compiled:
@@ -4677,7 +4740,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateMetadataResponse_v0(buf, cur, end):
@@ -4748,7 +4814,10 @@ def _enc_UpdateMetadataResponse_v6(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class UpdateMetadataRequest_UpdateMetadataPartitionState(Struct):

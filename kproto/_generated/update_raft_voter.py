@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -222,7 +222,10 @@ def _enc_UpdateRaftVoterRequest_v0(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("UpdateRaftVoterRequest.cluster_id", n_cluster_id)
@@ -234,7 +237,7 @@ def _enc_UpdateRaftVoterRequest_v0(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -262,7 +265,10 @@ def _enc_UpdateRaftVoterRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
@@ -356,7 +362,10 @@ def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("UpdateRaftVoterRequest.Listener.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("UpdateRaftVoterRequest.Listener.name", n_name)
@@ -368,14 +377,17 @@ def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("UpdateRaftVoterRequest.Listener.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("UpdateRaftVoterRequest.Listener.host", n_host)
@@ -387,7 +399,7 @@ def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -398,7 +410,10 @@ def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.Listener")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(buf, cur, end):
@@ -441,7 +456,10 @@ def _enc_UpdateRaftVoterRequest_KRaftVersionFeature_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.KRaftVersionFeature")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
@@ -516,7 +534,10 @@ def _enc_UpdateRaftVoterResponse_v0(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "UpdateRaftVoterResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
@@ -597,7 +618,10 @@ def _enc_UpdateRaftVoterResponse_CurrentLeader_v0(obj, out):
     if f_host is None:
         raise _w.not_nullable("UpdateRaftVoterResponse.CurrentLeader.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("UpdateRaftVoterResponse.CurrentLeader.host", n_host)
@@ -609,7 +633,7 @@ def _enc_UpdateRaftVoterResponse_CurrentLeader_v0(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -620,7 +644,10 @@ def _enc_UpdateRaftVoterResponse_CurrentLeader_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterResponse.CurrentLeader")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _is_default_UpdateRaftVoterResponse_CurrentLeader(value):

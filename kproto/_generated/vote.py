@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -225,7 +225,10 @@ def _enc_VoteRequest_v0(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("VoteRequest.cluster_id", n_cluster_id)
@@ -237,7 +240,7 @@ def _enc_VoteRequest_v0(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     f_topics = obj.topics
@@ -256,7 +259,10 @@ def _enc_VoteRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteRequest_v1(buf, cur, end):
@@ -434,7 +440,10 @@ def _enc_VoteRequest_v1(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("VoteRequest.cluster_id", n_cluster_id)
@@ -446,7 +455,7 @@ def _enc_VoteRequest_v1(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -470,7 +479,10 @@ def _enc_VoteRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteRequest_v2(buf, cur, end):
@@ -651,7 +663,10 @@ def _enc_VoteRequest_v2(obj, out):
     if f_cluster_id is None:
         n_cluster_id = -1
     else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
+        if cython.compiled:
+            f_cluster_id = _utf8(f_cluster_id)
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
         n_cluster_id = len(f_cluster_id)
         if n_cluster_id > 32767:
             raise _w.string_too_long("VoteRequest.cluster_id", n_cluster_id)
@@ -663,7 +678,7 @@ def _enc_VoteRequest_v2(obj, out):
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_cluster_id)
+            _put_text(out, f_cluster_id)
         else:
             out += f_cluster_id
     if cython.compiled:
@@ -687,7 +702,10 @@ def _enc_VoteRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteRequest_TopicData_v0(buf, cur, end):
@@ -798,7 +816,10 @@ def _enc_VoteRequest_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("VoteRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("VoteRequest.TopicData.topic_name", n_topic_name)
@@ -810,7 +831,7 @@ def _enc_VoteRequest_TopicData_v0(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -829,7 +850,10 @@ def _enc_VoteRequest_TopicData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteRequest_TopicData_v1(buf, cur, end):
@@ -952,7 +976,10 @@ def _enc_VoteRequest_TopicData_v1(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("VoteRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("VoteRequest.TopicData.topic_name", n_topic_name)
@@ -964,7 +991,7 @@ def _enc_VoteRequest_TopicData_v1(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -983,7 +1010,10 @@ def _enc_VoteRequest_TopicData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteRequest_TopicData_v2(buf, cur, end):
@@ -1109,7 +1139,10 @@ def _enc_VoteRequest_TopicData_v2(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("VoteRequest.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("VoteRequest.TopicData.topic_name", n_topic_name)
@@ -1121,7 +1154,7 @@ def _enc_VoteRequest_TopicData_v2(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1140,7 +1173,10 @@ def _enc_VoteRequest_TopicData_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteRequest_PartitionData_v0(buf, cur, end):
@@ -1199,7 +1235,10 @@ def _enc_VoteRequest_PartitionData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteRequest_PartitionData_v1(buf, cur, end):
@@ -1276,7 +1315,10 @@ def _enc_VoteRequest_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteRequest_PartitionData_v2(buf, cur, end):
@@ -1356,7 +1398,10 @@ def _enc_VoteRequest_PartitionData_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteResponse_v0(buf, cur, end):
@@ -1511,7 +1556,10 @@ def _enc_VoteResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteResponse_v1(buf, cur, end):
@@ -1714,7 +1762,10 @@ def _enc_VoteResponse_v1(obj, out):
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "VoteResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteResponse_TopicData_v0(buf, cur, end):
@@ -1825,7 +1876,10 @@ def _enc_VoteResponse_TopicData_v0(obj, out):
     if f_topic_name is None:
         raise _w.not_nullable("VoteResponse.TopicData.topic_name")
     else:
-        f_topic_name = f_topic_name.encode("utf-8")
+        if cython.compiled:
+            f_topic_name = _utf8(f_topic_name)
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("VoteResponse.TopicData.topic_name", n_topic_name)
@@ -1837,7 +1891,7 @@ def _enc_VoteResponse_TopicData_v0(obj, out):
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_topic_name)
+            _put_text(out, f_topic_name)
         else:
             out += f_topic_name
     f_partitions = obj.partitions
@@ -1856,7 +1910,10 @@ def _enc_VoteResponse_TopicData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteResponse_PartitionData_v0(buf, cur, end):
@@ -1911,7 +1968,10 @@ def _enc_VoteResponse_PartitionData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
@@ -1989,7 +2049,10 @@ def _enc_VoteResponse_NodeEndpoint_v1(obj, out):
     if f_host is None:
         raise _w.not_nullable("VoteResponse.NodeEndpoint.host")
     else:
-        f_host = f_host.encode("utf-8")
+        if cython.compiled:
+            f_host = _utf8(f_host)
+        else:
+            f_host = f_host.encode("utf-8")
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("VoteResponse.NodeEndpoint.host", n_host)
@@ -2001,7 +2064,7 @@ def _enc_VoteResponse_NodeEndpoint_v1(obj, out):
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         if cython.compiled:
-            _put_bytes(out, f_host)
+            _put_text(out, f_host)
         else:
             out += f_host
     if cython.compiled:
@@ -2012,7 +2075,10 @@ def _enc_VoteResponse_NodeEndpoint_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.NodeEndpoint")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class VoteRequest_PartitionData(Struct):

@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -230,7 +230,10 @@ def _enc_WriteShareGroupStateRequest_v0(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("WriteShareGroupStateRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("WriteShareGroupStateRequest.group_id", n_group_id)
@@ -242,7 +245,7 @@ def _enc_WriteShareGroupStateRequest_v0(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -261,7 +264,10 @@ def _enc_WriteShareGroupStateRequest_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
@@ -436,7 +442,10 @@ def _enc_WriteShareGroupStateRequest_v1(obj, out):
     if f_group_id is None:
         raise _w.not_nullable("WriteShareGroupStateRequest.group_id")
     else:
-        f_group_id = f_group_id.encode("utf-8")
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("WriteShareGroupStateRequest.group_id", n_group_id)
@@ -448,7 +457,7 @@ def _enc_WriteShareGroupStateRequest_v1(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         if cython.compiled:
-            _put_bytes(out, f_group_id)
+            _put_text(out, f_group_id)
         else:
             out += f_group_id
     f_topics = obj.topics
@@ -467,7 +476,10 @@ def _enc_WriteShareGroupStateRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end):
@@ -599,7 +611,10 @@ def _enc_WriteShareGroupStateRequest_WriteStateData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end):
@@ -731,7 +746,10 @@ def _enc_WriteShareGroupStateRequest_WriteStateData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
@@ -846,7 +864,10 @@ def _enc_WriteShareGroupStateRequest_PartitionData_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end):
@@ -961,7 +982,10 @@ def _enc_WriteShareGroupStateRequest_PartitionData_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end):
@@ -1010,7 +1034,10 @@ def _enc_WriteShareGroupStateRequest_StateBatch_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteShareGroupStateResponse_v0(buf, cur, end):
@@ -1150,7 +1177,10 @@ def _enc_WriteShareGroupStateResponse_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end):
@@ -1264,7 +1294,10 @@ def _enc_WriteShareGroupStateResponse_WriteStateResult_v0(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
@@ -1339,7 +1372,10 @@ def _enc_WriteShareGroupStateResponse_PartitionResult_v0(obj, out):
     if f_error_message is None:
         n_error_message = -1
     else:
-        f_error_message = f_error_message.encode("utf-8")
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
         n_error_message = len(f_error_message)
         if n_error_message > 32767:
             raise _w.string_too_long("WriteShareGroupStateResponse.WriteStateResult.PartitionResult.error_message", n_error_message)
@@ -1351,13 +1387,16 @@ def _enc_WriteShareGroupStateResponse_PartitionResult_v0(obj, out):
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         if cython.compiled:
-            _put_bytes(out, f_error_message)
+            _put_text(out, f_error_message)
         else:
             out += f_error_message
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult.PartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class WriteShareGroupStateRequest_StateBatch(Struct):

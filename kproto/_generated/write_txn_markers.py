@@ -5,8 +5,8 @@
 #   the first version with that layout; the class's `_DECODERS`/`_ENCODERS` map every version to its pair,
 #   and a comment there says why a version reuses an older version's functions.
 # * `if cython.compiled:` branches run only in the compiled build (setup.py compiles this very file with
-#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
-#   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
+#   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_utf8`, `_read_uvarint`
+#   and `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
 #   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
@@ -342,7 +342,10 @@ def _enc_WriteTxnMarkersRequest_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteTxnMarkersRequest_v2(buf, cur, end):
@@ -502,7 +505,10 @@ def _enc_WriteTxnMarkersRequest_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end):
@@ -765,7 +771,10 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end):
@@ -920,7 +929,10 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v2(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end):
@@ -981,7 +993,10 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name", n_name)
@@ -992,7 +1007,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -1092,7 +1107,10 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name", n_name)
@@ -1104,7 +1122,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -1127,7 +1145,10 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteTxnMarkersResponse_v0(buf, cur, end):
@@ -1405,7 +1426,10 @@ def _enc_WriteTxnMarkersResponse_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end):
@@ -1649,7 +1673,10 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
@@ -1728,7 +1755,10 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(obj, out):
     if f_name is None:
         raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name", n_name)
@@ -1739,7 +1769,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(obj, out):
         out += _S_h.pack(n_name)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1858,7 +1888,10 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(obj, out):
     if f_name is None:
         raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name")
     else:
-        f_name = f_name.encode("utf-8")
+        if cython.compiled:
+            f_name = _utf8(f_name)
+        else:
+            f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name", n_name)
@@ -1870,7 +1903,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(obj, out):
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         if cython.compiled:
-            _put_bytes(out, f_name)
+            _put_text(out, f_name)
         else:
             out += f_name
     f_partitions = obj.partitions
@@ -1889,7 +1922,10 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, cur, end):
@@ -1966,7 +2002,10 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(obj, out):
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult")
     else:
-        out.append(0)
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 class WriteTxnMarkersRequest_WritableTxnMarkerTopic(Struct):
