@@ -94,6 +94,16 @@ cdef extern from "Python.h":
     void Py_SET_SIZE(object o, Py_ssize_t size)
     bint PyUnicode_IS_COMPACT_ASCII(object o)
 
+cdef extern from *:
+    '''
+    #ifdef Py_GIL_DISABLED
+    #define KPROTO_KEEPS_ENCODE_BUFFER 0  /* without the GIL, two threads could take the one kept buffer */
+    #else
+    #define KPROTO_KEEPS_ENCODE_BUFFER 1
+    #endif
+    '''
+    bint KPROTO_KEEPS_ENCODE_BUFFER
+
 
 cdef inline object _read_str(bytes buf, Py_ssize_t pos, Py_ssize_t size):
     # The text of buf[pos:pos + size] (bounds checked by the caller), or None when it is not valid UTF-8
@@ -209,7 +219,7 @@ cdef inline bint _reusable(bytearray out, Py_ssize_t limit) noexcept:
     # Whether ``out`` may be emptied and encoded into again (kproto.message_base keeps one such buffer):
     # nothing holds a view of its memory, and that memory is at most ``limit`` bytes.
     cdef PyByteArrayObject* o = <PyByteArrayObject*>out
-    return o.ob_exports == 0 and o.ob_alloc <= limit
+    return KPROTO_KEEPS_ENCODE_BUFFER and o.ob_exports == 0 and o.ob_alloc <= limit
 
 
 cdef inline void _empty(bytearray out) noexcept:
