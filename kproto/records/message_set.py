@@ -185,8 +185,9 @@ class MessageSetCodec:
         ``check_inner_crc=False`` (with ``check_crc=True``) checks every top-level message's CRC, compressed
         wrappers included, but not the CRCs of the messages inside a wrapper.  The wrapper's CRC covers the
         compressed bytes they are decompressed from, so an intact wrapper means intact inner bytes; an inner
-        CRC can then only catch a producer that computed it wrongly.  That is the work aiokafka's and
-        kafka-python's consumers do (``validate_crc()`` of the wrapper).  Everything else (lengths, magics,
+        CRC can then only catch a producer that computed it wrongly.  That is the work aiokafka's consumer
+        does (``validate_crc()`` of the wrapper; kafka-python's checks the inner messages too, as the
+        default here does).  Everything else (lengths, magics,
         offsets, the decompression cap) is still validated.  No effect on uncompressed messages or on magic 2
         batches, whose one CRC-32C covers every record.
         """
