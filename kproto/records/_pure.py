@@ -1462,14 +1462,19 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
         return None
     if largest_key + largest_value < _JOIN_RECORDS_BELOW:
         # small records: each joined on its own, its length read from the result, two pieces per record
+        # and the batch's records one join of lengths and bodies, whose size is its length (not summed)
         bodies = list(map(b"".join, zip(*columns)))
-        columns = [bodies]
         lengths = list(map(len, bodies))
-        apart = []
-    else:  # large ones: not copied but once, into the batch; their lengths summed from the widths
-        fixed = sum([w for w in sizes if type(w) is int])
-        varying = [w for w in sizes if type(w) is not int]
-        lengths = list(map(sum, zip(*varying), repeat(fixed))) if varying else [fixed] * count
+        largest = max(lengths)
+        if largest > _I32_MAX:
+            return None
+        prefixes = map(table.__getitem__, lengths) if largest < top else map(_zigzag, lengths)
+        joined = b"".join(chain.from_iterable(zip(prefixes, bodies)))
+        return [joined], len(joined), count, base_ts, max_ts
+    # large ones: not copied but once, into the batch; their lengths summed from the widths
+    fixed = sum([w for w in sizes if type(w) is int])
+    varying = [w for w in sizes if type(w) is not int]
+    lengths = list(map(sum, zip(*varying), repeat(fixed))) if varying else [fixed] * count
     largest = max(lengths)
     if largest > _I32_MAX:
         return None
