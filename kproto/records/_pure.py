@@ -688,7 +688,8 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
             raise DecodeError(f"unknown compression codec {codec}", pos + BATCH_CRC_FROM)
         # the buffer the codec wrote into, not a copy of it (a bytearray, mostly): the records' bytes are
         # taken from it as bytes (see _records_fast), and a copy of a large body costs as much as its parse
-        body = decompress_buffer(codec, buf[body_at:end], magic=2, limit=budget[0], position=body_at)
+        body = decompress_buffer(codec, buf[body_at:end], magic=2, limit=budget[0], position=body_at,
+                                 allocate=_decompression_buffer)
         budget[0] -= len(body)
         base = body_at
     else:
@@ -730,6 +731,43 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
         producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence, records_count=count,
         control_type=control_type, coordinator_epoch=coordinator_epoch, records=records,
     )
+
+
+#: The buffer the last decompressed batch was written into, kept for the next when nothing else holds it.
+_SPARE: List[bytearray] = []
+#: Buffers up to this size are kept (one at a time).
+_SPARE_BYTES = 32 << 20
+_GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
+def _decompression_buffer(size: int) -> bytearray:
+    """A ``bytearray`` of ``size`` bytes for a codec to write a batch into (the ``allocate`` of
+    :func:`kproto.records.compression.decompress_buffer`, which writes every byte of what it returns): the
+    one the batch before was decompressed into, when nothing holds it any more, else a new one.
+
+    Why: ``bytearray(size)`` fills its memory with zeros, a pass over the whole output (0.3-0.6 ms for
+    10 MB, a sixth of that batch's decode), and the codec then overwrites every byte.  A consumer drops the
+    records of one fetch before it decodes the next, and the records' data are ``bytes`` copies (a lazy run
+    holds the buffer, and then it is not free), so the buffer of the last batch is usually free to write
+    into again; only the part it has to grow by is zero filled.  The refcount says whether it is free:
+    only our list, our local name and ``getrefcount``'s argument hold it.  Under the GIL no other thread can
+    take it between that check and our return, since it would hold a reference the check counts; a
+    free-threaded build gets no reuse (its refcounts are not exact).
+    """
+    if _SPARE and _GIL:
+        spare = _SPARE[0]
+        capacity = spare.__alloc__()
+        if sys.getrefcount(spare) == 3 and capacity // 2 <= size < capacity:
+            have = len(spare)
+            if have > size:
+                del spare[size:]  # within the allocation: no copy
+            elif have < size:
+                spare += bytes(size - have)
+            return spare
+    out = bytearray(size)
+    if size <= _SPARE_BYTES and _GIL:
+        _SPARE[:] = [out]
+    return out
 
 
 def _control_marker(records: Iterable[Any], pos: int) -> Tuple[Optional[int], Optional[int]]:
@@ -1222,11 +1260,11 @@ def _same_layout_run(
             good = min(good, ds.index(None))
         if good < k:
             del ts[good:], ds[good:]
-        offsets += map(base_offset.__add__, ds)
+        offsets += map(add, ds, repeat(base_offset))
         if timestamps is not None:
-            timestamps += map(base_ts.__add__, ts)
+            timestamps += map(add, ts, repeat(base_ts))
         if sequences is not None:
-            added = list(map(base_sequence.__add__, ds))
+            added = list(map(add, ds, repeat(base_sequence)))
             if added and max(added) > _I32_MAX:  # sequences wrap past int32 max
                 added = [sequence - 0x80000000 if sequence > _I32_MAX else sequence for sequence in added]
             sequences += added
