@@ -115,7 +115,7 @@ _zstd_into = cramjam.zstd.decompress_into
 try:
     import zstandard as _zstandard
 except ImportError:  # pragma: no cover - an optional speed-up
-    _zstandard = None
+    _zstandard = None  # type: ignore[assignment]
 #: First output buffer for a zstd frame that does not state its size (Kafka's Java producer streams, so
 #: its frames never do): this many times the payload, then x4 per retry up to the limit.
 _ZSTD_FIRST_GUESS = 8
