@@ -33,7 +33,7 @@ from collections import namedtuple
 from collections.abc import Sequence
 from functools import partial
 from itertools import chain, repeat
-from operator import add, itemgetter, sub
+from operator import add, itemgetter, mul, sub
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
@@ -1142,18 +1142,20 @@ class _Layout:
     at the same places (the *skeleton*: everything but the two deltas and the data), and their deltas and
     data at the same places.
 
-    ``skeleton`` lists each skeleton byte as (where in the record, its value, it as ``bytes``); the
+    ``skeleton_at`` lists where in the record each skeleton byte is, ``skeleton_ones`` its value (as
+    ``bytes`` of one); the
     timestamp and offset deltas are varints of ``ts_width`` and ``offset_width`` bytes at ``ts_at`` and
     ``offset_at``; ``fields`` pairs each data field that is not null (``"key"``, ``"value"``, ``"header"``:
     the value of the one header) with a ``struct`` of the record's size that reads that field alone;
     ``lazy``: its data are large (:data:`_LAZY_DATA_BYTES`), so a run keeps where they lie, not the bytes.
     """
 
-    __slots__ = ("size", "skeleton", "ts_at", "ts_width", "offset_at", "offset_width", "fields", "lazy",
+    __slots__ = ("size", "skeleton_at", "skeleton_ones", "ts_at", "ts_width", "offset_at", "offset_width", "fields", "lazy",
                  "attributes", "header_key", "header_value")
 
     size: int
-    skeleton: Tuple[Tuple[int, int, bytes], ...]
+    skeleton_at: Tuple[int, ...]
+    skeleton_ones: Tuple[bytes, ...]
     ts_at: int
     ts_width: int
     offset_at: int
@@ -1214,7 +1216,8 @@ def _layout_of(buf: Any, p: int, end: int) -> Optional[_Layout]:
             run = q
     spans.append((run, end))
     size = layout.size = end - p
-    layout.skeleton = tuple((i - p, buf[i], bytes(buf[i : i + 1])) for start, stop in spans for i in range(start, stop))
+    layout.skeleton_at = tuple(i - p for start, stop in spans for i in range(start, stop))
+    layout.skeleton_ones = tuple(bytes(buf[i : i + 1]) for start, stop in spans for i in range(start, stop))
     layout.fields = tuple((name, struct.Struct(f">{at}x{n}s{size - at - n}x")) for name, at, n in data)
     layout.lazy = sum(n for _, _, n in data) >= _LAZY_DATA_BYTES
     return layout
@@ -1230,11 +1233,12 @@ def _same_layout_run(
 
     No Python code runs per record, and no object is made per record but the fields it keeps: records of
     one size lie ``size`` bytes apart, so a byte at one place in each of ``k`` records is one extended slice
-    ``buf[at : end : size]``.  Each skeleton byte is checked for a chunk of records at once (``count``; the
-    first record that differs found by ``lstrip``), each delta read from its bytes' columns through a table
-    (:func:`_delta_columns`), each data field read by a ``struct`` that reads it alone.  The run ends at the
+    ``buf[at : end : size]``.  The columns of all skeleton bytes of a chunk of records, joined, are compared
+    at once with what the layout puts there (and when they differ, ``count`` and ``lstrip`` find the first
+    record that does), each delta is read from its bytes' columns through a table (:func:`_delta_column`),
+    each data field by a ``struct`` that reads it alone.  The run ends at the
     first record that does not have the layout, as a loop over the records would.  Chunks start small, so
-    a run that breaks at once reads few records past it, and grow fourfold to :data:`_RUN_CHUNK`.
+    a run that breaks at once reads few records past it, and grow eightfold to :data:`_RUN_CHUNK`.
     """
     size = layout.size
     run = _Run()
@@ -1249,6 +1253,7 @@ def _same_layout_run(
     run.constants = (log_append_ts, header_key if layout.header_value else () if header_key is None else ((header_key, None),),
                      codec, ts_type, producer_id, producer_epoch, transactional, control, layout.attributes)
     view = memoryview(buf)
+    skeleton_at, skeleton_ones = layout.skeleton_at, layout.skeleton_ones
     chunk = 16
     while True:
         k = min(left, (stop - p) // size, chunk)
@@ -1256,10 +1261,13 @@ def _same_layout_run(
             break
         end = p + k * size
         good = k
-        for at, byte, one in layout.skeleton:
-            column = buf[p + at : end : size]
-            if column.count(byte) != k:
-                good = min(good, k - len(column.lstrip(one)))
+        # every skeleton byte's column at once, against what a chunk of this layout holds there
+        if b"".join(map(buf.__getitem__, map(slice, map(add, skeleton_at, repeat(p)), repeat(end), repeat(size)))) \
+                != b"".join(map(mul, skeleton_ones, repeat(k))):
+            for at, one in zip(skeleton_at, skeleton_ones):  # which record is the first that differs
+                column = buf[p + at : end : size]
+                if column.count(one) != k:
+                    good = min(good, k - len(column.lstrip(one)))
         ts = _delta_column(buf, view, p, end, size, layout.ts_at, layout.ts_width)
         ds = _delta_column(buf, view, p, end, size, layout.offset_at, layout.offset_width)
         if None in ts:
@@ -1284,7 +1292,7 @@ def _same_layout_run(
         left -= good
         if good < k:
             break
-        chunk = min(chunk * 4, _RUN_CHUNK)
+        chunk = min(chunk * 8, _RUN_CHUNK)
     return run, p
 
 
