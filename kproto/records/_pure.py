@@ -748,6 +748,19 @@ _SPARE_BYTES = 32 << 20
 _GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
+def _references(buffer: bytearray) -> int:
+    return sys.getrefcount(buffer)
+
+
+def _references_when_free() -> int:
+    """What :func:`_references` says of a buffer only a caller's local name holds (called as below)."""
+    spare = [bytearray(1)].pop()
+    return _references(spare)
+
+
+_FREE = _references_when_free()
+
+
 def _decompression_buffer(size: int) -> bytearray:
     """A ``bytearray`` of ``size`` bytes for a codec to write a batch into (the ``allocate`` of
     :func:`kproto.records.compression.decompress_buffer`, which writes every byte of what it returns): the
@@ -757,21 +770,27 @@ def _decompression_buffer(size: int) -> bytearray:
     10 MB, a sixth of that batch's decode), and the codec then overwrites every byte.  A consumer drops the
     records of one fetch before it decodes the next, and the records' data are ``bytes`` copies (a lazy run
     holds the buffer, and then it is not free), so the buffer of the last batch is usually free to write
-    into again; only the part it has to grow by is zero filled.  The refcount says whether it is free:
-    only our list, our local name and ``getrefcount``'s argument hold it.  Under the GIL no other thread can
-    take it between that check and our return, since it would hold a reference the check counts; a
-    free-threaded build gets no reuse (its refcounts are not exact).
+    into again; only the part it has to grow by is zero filled.  The spare is taken out of its list first
+    (one call, atomic under the GIL), so no other thread can take it too, then its references are counted
+    the same way :func:`_references_when_free` counted those of a free one; a buffer in use is held by its
+    batch, or by the local names of the decode that uses it.  A free-threaded build keeps no spare (its
+    reference counts are not exact).
     """
-    if _SPARE and _GIL:
-        spare = _SPARE[0]
-        capacity = spare.__alloc__()
-        if sys.getrefcount(spare) == 3 and capacity // 2 <= size < capacity:
-            have = len(spare)
-            if have > size:
-                del spare[size:]  # within the allocation: no copy
-            elif have < size:
-                spare += bytes(size - have)
-            return spare
+    if _GIL:
+        try:
+            spare = _SPARE.pop()
+        except IndexError:
+            pass
+        else:
+            capacity = spare.__alloc__()
+            if _references(spare) == _FREE and capacity // 2 <= size < capacity:
+                have = len(spare)
+                if have > size:
+                    del spare[size:]  # within the allocation: no copy
+                elif have < size:
+                    spare += bytes(size - have)
+                _SPARE.append(spare)
+                return spare
     out = bytearray(size)
     if size <= _SPARE_BYTES and _GIL:
         _SPARE[:] = [out]
