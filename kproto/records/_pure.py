@@ -565,7 +565,7 @@ class _Run:
             header_column = self.headers
         else:
             header_column = repeat(headers, n)
-        return map(_record_of, zip(
+        return map(_new, repeat(Record, n), zip(  # tuple.__new__(Record, fields) straight from map, no partial
             self.offsets, repeat(timestamp, n) if self.timestamps is None else self.timestamps,
             repeat(None, n) if keys is None else keys, repeat(None, n) if values is None else values,
             header_column, repeat(2, n), repeat(codec, n), repeat(ts_type, n), repeat(producer_id, n),
