@@ -17,9 +17,9 @@ compressed batch was decompressed into) and makes each record's ``bytes`` when i
 megabytes of fresh objects made at once cost several times their copy (and then a batch's records never
 all live at once: each field is its own ``iter_unpack``, not one split by ``tee``, which holds dozens of
 records' values alive).  The buffer a batch is decompressed into is reused by the next batch once nothing
-holds it (:func:`_decompression_buffer`), which saves zero filling it.  Encoding: :func:`_encode_columns` encodes plain tuples of one
-shape a column at a time with C-level loops (``zip``, ``map``, ``b"".join``); anything else, and every
-error, goes through :func:`_encode_rows`.  ``tests/test_records_pure_fast_paths.py`` holds each fast path to
+holds it (:func:`_decompression_buffer`), which saves zero filling it.  Encoding: :func:`_encode_columns`
+encodes plain tuples of one shape a column at a time with C-level loops (``zip``, ``map``, ``b"".join``);
+anything else, and every error, goes through :func:`_encode_rows`.  ``tests/test_records_pure_fast_paths.py`` holds each fast path to
 its careful one.
 """
 
@@ -1169,8 +1169,8 @@ class _Layout:
     ``lazy``: its data are large (:data:`_LAZY_DATA_BYTES`), so a run keeps where they lie, not the bytes.
     """
 
-    __slots__ = ("size", "skeleton_at", "skeleton_ones", "ts_at", "ts_width", "offset_at", "offset_width", "fields", "lazy",
-                 "attributes", "header_key", "header_value")
+    __slots__ = ("size", "skeleton_at", "skeleton_ones", "ts_at", "ts_width", "offset_at", "offset_width", "fields",
+                 "lazy", "attributes", "header_key", "header_value")
 
     size: int
     skeleton_at: Tuple[int, ...]
