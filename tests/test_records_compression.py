@@ -97,3 +97,26 @@ def test_encoders_round_trip():
             assert compression.decompress(codec, compression.compress(codec, data, magic=1), magic=1, limit=1 << 26) == data
         raw = compression.compress(2, data, magic=1, snappy_framing="raw")
         assert bytes(cramjam.snappy.decompress_raw(raw)) == data
+
+
+def test_zstd_through_zstandard_gives_what_cramjam_gives(monkeypatch):
+    # a frame that states its size goes to zstandard when installed; whatever it does not take whole goes to
+    # cramjam: the same bytes, or the same error class at the same offset, with zstandard and without
+    pytest.importorskip("zstandard")
+    frame = bytes(cramjam.zstd.compress(DATA))
+    other = bytes(cramjam.zstd.compress(b"more"))
+    lying = bytearray(frame)
+    lying[5] ^= 0x01  # the low byte of the 4-byte content size: one more or one less than the frame holds
+    cases = [frame, frame + other, frame + b"\x00\x01", bytes(lying), frame[:-5], bytes(cramjam.zstd.compress(b""))]
+    for payload in cases:
+        for limit in (1 << 26, len(DATA) - 1):
+            results = []
+            for module in (compression._zstandard, None):
+                monkeypatch.setattr(compression, "_zstandard", module)
+                try:
+                    out = compression.decompress_buffer(4, payload, magic=2, limit=limit, position=7)
+                    results.append((bytes(out),))
+                except (DecodeError, LimitExceededError) as exc:
+                    results.append((type(exc), exc.offset))
+            assert results[0] == results[1], (payload[:16], limit)
+    assert compression.decompress_buffer(4, frame, magic=2, limit=1 << 26) == DATA

@@ -120,3 +120,59 @@ def test_records_of_one_layout_read_a_struct_at_a_time_as_the_careful_parse_read
     if fast is not None:
         assert fast == careful
         assert {type(v) for row in fast for v in (row[2], row[3], *(h[1] for h in row[4]))} <= {bytes, type(None)}
+
+
+def test_a_run_that_breaks_inside_a_chunk_ends_where_its_layout_does():
+    # runs are checked in chunks of 16, 64, 256 ... records: a record of another layout (a longer value, a
+    # longer header value) or a damaged skeleton byte at 100 (inside the third chunk) ends the run there
+    for size in (90, 1100):  # columns of bytes, and a lazy run
+        items = [(b"key", b"v" * size, 1000 + i, [("trace", b"%08d" % i)]) for i in range(300)]
+        items[100] = (b"key", b"v" * (size + 1), 1100, [("trace", b"%08d" % 100)])
+        items[200] = (b"key", b"v" * size, 1200, [("trace", b"%09d" % 200)])
+        for decompressed in (False, True):
+            body = b"".join(_pure.encode_batch_records(items, 0)[0])
+            segments = _pure._records_fast(bytearray(body) if decompressed else body, 0, len(body), 300, 10, 0, None,
+                                           0, None, 5, 1, 7, False, False)
+            assert segments is not None
+            assert max(len(s) for s in segments if isinstance(s, _pure._Run) and s.headers is None) >= 90
+            assert _rows(segments) == _careful(body, 300, 10, 0, 0, 7)
+            records = list(_pure._BatchRecords(segments))
+            assert {type(r.value) for r in records} == {bytes} and [r.offset for r in records] == list(range(10, 310))
+
+
+def test_records_of_a_lazy_run_kept_or_dropped_while_iterating_are_the_same():
+    items = [(None, b"%05d" % i * 300, 1000 + i, [("trace", b"%08d" % i)]) for i in range(200)]
+    body = b"".join(_pure.encode_batch_records(items, 0)[0])
+    careful = _careful(body, 200, 10, 0, 0, -1)
+
+    def fresh():
+        return _pure._BatchRecords(_pure._records_fast(body, 0, len(body), 200, 10, 0, None, 0, None, 5, 1, -1, False, False))
+
+    assert any(isinstance(s, _pure._Run) and s.lazy is not None for s in fresh()._segments)
+    kept = [r for i, r in enumerate(fresh()) if i % 3 == 0]  # the others dropped as iteration goes on
+    assert [tuple(r) for r in kept] == careful[::3]
+    records = fresh()
+    assert [tuple(r) for r in records] == careful == [tuple(r) for r in records]  # iterated twice
+    assert tuple(records[150]) == careful[150]
+
+
+def test_a_decompression_buffer_is_written_again_only_when_nothing_holds_it():
+    # a lazy run holds the buffer its batch was decompressed into; the next batch must not write into it,
+    # and once it is dropped, the next batch may (its records still read right)
+    from kproto.records import compression
+
+    def batch(tag):
+        items = [(None, tag * 2000, 1000 + i, [("trace", b"%08d" % i)]) for i in range(50)]
+        return _pure.encode_batch(items, 0, 3, -1, -1, -1, 0, -1, 0)
+
+    def expected(data):
+        body = compression.decompress(3, data[61:], magic=2, limit=1 << 30)
+        return _careful(body, 50, 0, 1000, 0, -1)
+
+    first, second = batch(b"a"), batch(b"b")
+    held = _pure.decode_records(first, True, 1 << 30)
+    assert [tuple(r)[:4] for r in _pure.decode_records(second, True, 1 << 30)] == [r[:4] for r in expected(second)]
+    assert [tuple(r)[:4] for r in held] == [r[:4] for r in expected(first)]
+    del held
+    for data in (second, first, second):
+        assert [tuple(r)[:4] for r in _pure.decode_records(data, True, 1 << 30)] == [r[:4] for r in expected(data)]

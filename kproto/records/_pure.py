@@ -6,28 +6,34 @@ give the same results and raise the same error class at the same offset for the 
 
 Magic 2 has two paths each way here, because a per-field Python parse costs several microseconds a record.
 Decoding: :func:`_records_fast` reads the records producers write with varints in line, and reads a run of
-records of one layout one ``struct`` call each, keeping them as columns that become records on iteration;
-on anything unusual it gives up and :func:`_records_into`, the careful parse, reads the batch again and
-raises the errors that are the contract.  Every byte is checked when the batch is decoded; what waits for
-iteration is only making objects: a run of large records (:data:`_LAZY_DATA_BYTES`) keeps where its data
-lies in the input (or in the buffer a compressed batch was decompressed into) and makes each record's
-``bytes`` when iteration reaches it, because megabytes of fresh objects made at once cost several times
-their copy.  Encoding: :func:`_encode_columns` encodes plain tuples of one
-shape a column at a time with C-level loops (``zip``, ``map``, ``b"".join``); anything else, and every
-error, goes through :func:`_encode_rows`.  ``tests/test_records_pure_fast_paths.py`` holds each fast path to
+records of one layout (:func:`_same_layout_run`) with no Python code per record: records of one layout have
+one size, so each byte that must be the same in all of them is checked for a chunk of records by one extended
+slice, each delta is read from its bytes' columns through a table, each data field by a ``struct`` that reads
+it alone; the run is kept as columns that become records on iteration.  On anything unusual it gives up and
+:func:`_records_into`, the careful parse, reads the batch again and raises the errors that are the contract.
+Every byte is checked when the batch is decoded; what waits for iteration is only making objects: a run of
+large records (:data:`_LAZY_DATA_BYTES`) keeps where its data lies in the input (or in the buffer a
+compressed batch was decompressed into) and makes each record's ``bytes`` when iteration reaches it, because
+megabytes of fresh objects made at once cost several times their copy (and then a batch's records never
+all live at once: each field is its own ``iter_unpack``, not one split by ``tee``, which holds dozens of
+records' values alive).  The buffer a batch is decompressed into is reused by the next batch once nothing
+holds it (:func:`_decompression_buffer`), which saves zero filling it.  Encoding: :func:`_encode_columns`
+encodes plain tuples of one shape a column at a time with C-level loops (``zip``, ``map``, ``b"".join``);
+anything else, and every error, goes through :func:`_encode_rows`.  ``tests/test_records_pure_fast_paths.py`` holds each fast path to
 its careful one.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
 from array import array
 from collections import namedtuple
 from collections.abc import Sequence
 from functools import partial
-from itertools import chain, repeat, tee
-from operator import add, itemgetter, sub
+from itertools import chain, repeat
+from operator import add, itemgetter, mul, sub
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
@@ -40,6 +46,7 @@ from kproto.records.format import (
     BATCH_CRC_FROM,
     BATCH_HEADER_SIZE,
     CODEC_MASK,
+    CODEC_LZ4,
     CODEC_NAMES,
     CODEC_ZSTD,
     CONTROL_ABORT,
@@ -467,6 +474,7 @@ class Record(_RecordFields):
 
 
 _record_of = partial(_new, Record)  # a Record from a tuple of its fields, called from C by map()
+_first = itemgetter(0)
 
 
 class _BatchRecords(Sequence):  # type: ignore[type-arg]
@@ -531,8 +539,8 @@ class _Run:
     sequences: Optional[List[int]]
     constants: Tuple[Any, ...]  # timestamp, headers or header key, codec, timestamp type, producer id and
     # epoch, transactional, control, attributes
-    lazy: Optional[Tuple[Any, int, Any, Tuple[str, ...]]]  # a run of large records: buffer, where the run
-    # starts, the struct that reads a record's data, the fields it reads (see _Layout); None otherwise
+    lazy: Optional[Tuple[Any, int, Tuple[Tuple[str, Any], ...]]]  # a run of large records: buffer, where
+    # the run starts, and the struct that reads each data field of a record (see _Layout); None otherwise
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -542,11 +550,14 @@ class _Run:
         timestamp, headers, codec, ts_type, producer_id, producer_epoch, transactional, control, attributes = \
             self.constants
         keys, values, header_values = self.keys, self.values, self.header_values
-        if self.lazy is not None:  # each record's data read as iteration reaches it, by map and tee, in C
-            buf, start, data, names = self.lazy
-            rows = data.iter_unpack(memoryview(buf)[start : start + n * data.size])
-            got = {name: map(itemgetter(i), column)
-                   for i, (name, column) in enumerate(zip(names, tee(rows, len(names)) if len(names) > 1 else (rows,)))}
+        if self.lazy is not None:  # each record's data read as iteration reaches it, in C
+            # one iter_unpack a field, not one for all fields split by tee: tee keeps the rows that one column
+            # has read and the others not yet, dozens of them, so the large values stay alive and the next
+            # ones go to fresh memory (~0.5 us a record more); a struct that reads one field and skips the
+            # rest gives bytes whether the buffer is bytes or a codec's bytearray, and is faster than slicing
+            buf, start, columns = self.lazy
+            view = memoryview(buf)[start : start + n * columns[0][1].size]
+            got = {name: map(_first, data.iter_unpack(view)) for name, data in columns}
             keys, values, header_values = got.get("key"), got.get("value"), got.get("header")  # type: ignore[assignment]
         if header_values is not None:  # one header each: ((key, value),) made by zip, in C
             header_column: Iterable[Any] = zip(zip(repeat(headers, n), header_values))
@@ -554,7 +565,7 @@ class _Run:
             header_column = self.headers
         else:
             header_column = repeat(headers, n)
-        return map(_record_of, zip(
+        return map(_new, repeat(Record, n), zip(  # tuple.__new__(Record, fields) straight from map, no partial
             self.offsets, repeat(timestamp, n) if self.timestamps is None else self.timestamps,
             repeat(None, n) if keys is None else keys, repeat(None, n) if values is None else values,
             header_column, repeat(2, n), repeat(codec, n), repeat(ts_type, n), repeat(producer_id, n),
@@ -683,7 +694,10 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
             raise DecodeError(f"unknown compression codec {codec}", pos + BATCH_CRC_FROM)
         # the buffer the codec wrote into, not a copy of it (a bytearray, mostly): the records' bytes are
         # taken from it as bytes (see _records_fast), and a copy of a large body costs as much as its parse
-        body = decompress_buffer(codec, buf[body_at:end], magic=2, limit=budget[0], position=body_at)
+        # an lz4 frame is read in place (its decoder takes any bytes-like; a copy of 1.6 MB costs 0.15 ms)
+        payload: Any = memoryview(buf)[body_at:end] if codec == CODEC_LZ4 else buf[body_at:end]
+        body = decompress_buffer(codec, payload, magic=2, limit=budget[0], position=body_at,
+                                 allocate=_decompression_buffer)
         budget[0] -= len(body)
         base = body_at
     else:
@@ -725,6 +739,62 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
         producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence, records_count=count,
         control_type=control_type, coordinator_epoch=coordinator_epoch, records=records,
     )
+
+
+#: The buffer the last decompressed batch was written into, kept for the next when nothing else holds it.
+_SPARE: List[bytearray] = []
+#: Buffers up to this size are kept (one at a time).
+_SPARE_BYTES = 32 << 20
+_GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
+def _references(buffer: bytearray) -> int:
+    return sys.getrefcount(buffer)
+
+
+def _references_when_free() -> int:
+    """What :func:`_references` says of a buffer only a caller's local name holds (called as below)."""
+    spare = [bytearray(1)].pop()
+    return _references(spare)
+
+
+_FREE = _references_when_free()
+
+
+def _decompression_buffer(size: int) -> bytearray:
+    """A ``bytearray`` of ``size`` bytes for a codec to write a batch into (the ``allocate`` of
+    :func:`kproto.records.compression.decompress_buffer`, which writes every byte of what it returns): the
+    one the batch before was decompressed into, when nothing holds it any more, else a new one.
+
+    Why: ``bytearray(size)`` fills its memory with zeros, a pass over the whole output (0.3-0.6 ms for
+    10 MB, a sixth of that batch's decode), and the codec then overwrites every byte.  A consumer drops the
+    records of one fetch before it decodes the next, and the records' data are ``bytes`` copies (a lazy run
+    holds the buffer, and then it is not free), so the buffer of the last batch is usually free to write
+    into again; only the part it has to grow by is zero filled.  The spare is taken out of its list first
+    (one call, atomic under the GIL), so no other thread can take it too, then its references are counted
+    the same way :func:`_references_when_free` counted those of a free one; a buffer in use is held by its
+    batch, or by the local names of the decode that uses it.  A free-threaded build keeps no spare (its
+    reference counts are not exact).
+    """
+    if _GIL:
+        try:
+            spare = _SPARE.pop()
+        except IndexError:
+            pass
+        else:
+            capacity = spare.__alloc__()
+            if _references(spare) == _FREE and capacity // 2 <= size < capacity:
+                have = len(spare)
+                if have > size:
+                    del spare[size:]  # within the allocation: no copy
+                elif have < size:
+                    spare += bytes(size - have)
+                _SPARE.append(spare)
+                return spare
+    out = bytearray(size)
+    if size <= _SPARE_BYTES and _GIL:
+        _SPARE[:] = [out]
+    return out
 
 
 def _control_marker(records: Iterable[Any], pos: int) -> Tuple[Optional[int], Optional[int]]:
@@ -1087,184 +1157,202 @@ _LAZY_DATA_BYTES = 1024
 
 class _Layout:
     """Where the fields of a record lie when its length, attributes, key, value and header lengths and
-    header keys are those of a record already parsed: one ``struct`` call then reads a whole record.
+    header keys are those of a record already parsed: records of one layout have one size, the same bytes
+    at the same places (the *skeleton*: everything but the two deltas and the data), and their deltas and
+    data at the same places.
 
-    ``unpack`` gives, in order, the skeleton (length, attributes) at 0, the timestamp and offset delta
-    varints at 1 and 2, then the other skeleton runs (varint lengths, header count and key) and the data
-    (key, value, header value) between them; ``skeleton`` is what ``pick`` must find for a record to have
-    this layout; ``key_at``/``value_at``/``header_value_at`` index the data, 0 when null.
-
-    A layout of large records (:data:`_LAZY_DATA_BYTES`) reads no data while checking: ``unpack`` skips it
-    (and ``key_at``/``value_at``/``header_value_at`` are 0), and ``data`` is the ``struct`` that reads only
-    the data of a record, in the order ``data_fields`` names (``"key"``, ``"value"``, ``"header"``).
+    ``skeleton_at`` lists where in the record each skeleton byte is, ``skeleton_ones`` its value (as
+    ``bytes`` of one); the
+    timestamp and offset deltas are varints of ``ts_width`` and ``offset_width`` bytes at ``ts_at`` and
+    ``offset_at``; ``fields`` pairs each data field that is not null (``"key"``, ``"value"``, ``"header"``:
+    the value of the one header) with a ``struct`` of the record's size that reads that field alone;
+    ``lazy``: its data are large (:data:`_LAZY_DATA_BYTES`), so a run keeps where they lie, not the bytes.
     """
 
-    __slots__ = ("unpack", "size", "pick", "skeleton", "attributes", "key_at", "value_at", "header_key",
-                 "header_value_at", "header_value", "data", "data_fields")
+    __slots__ = ("size", "skeleton_at", "skeleton_ones", "ts_at", "ts_width", "offset_at", "offset_width", "fields",
+                 "lazy", "attributes", "header_key", "header_value")
 
-    unpack: Any
     size: int
-    pick: Any
-    skeleton: Tuple[bytes, ...]
+    skeleton_at: Tuple[int, ...]
+    skeleton_ones: Tuple[bytes, ...]
+    ts_at: int
+    ts_width: int
+    offset_at: int
+    offset_width: int
+    fields: Tuple[Tuple[str, Any], ...]  # (field name, struct.Struct) pairs
+    lazy: bool
     attributes: int
-    key_at: int
-    value_at: int
     header_key: Optional[str]
-    header_value_at: int
     header_value: bool  # whether the record's one header has a value (not null)
-    data: Any  # struct.Struct or None
-    data_fields: Tuple[str, ...]
 
 
-def _layout_of(buf: bytes, p: int, end: int) -> Optional[_Layout]:
-    """The layout of the valid record at ``buf[p:end]``; ``None`` for one with more than one header."""
+def _layout_of(buf: Any, p: int, end: int) -> Optional[_Layout]:
+    """The layout of the valid record at ``buf[p:end]``; ``None`` for one with more than one header, or
+    with a delta longer than four bytes."""
+    layout = _Layout()
     q = p
     while buf[q] >= 0x80:
         q += 1
     q += 2  # the length's last byte, the attributes
-    skeleton = [buf[p:q]]
-    picks = [0]
-    formats = [f"{q - p}s"]
-    for _ in range(2):  # timestamp delta, offset delta
-        at = q
-        while buf[q] >= 0x80:
-            q += 1
+    spans = [(p, q)]  # the skeleton, as (start, end) in buf
+    layout.attributes = buf[q - 1]
+    layout.ts_at = q - p
+    while buf[q] >= 0x80:
         q += 1
-        if q - at > 4:
-            return None
-        formats.append(f"{q - at}s")
-    layout = _Layout()
-    run = q  # where the current skeleton run started
-    data_at: List[int] = []  # where the data fields are in formats
-
-    def data(n: int) -> int:  # a data field of n bytes at q: close the skeleton run before it
-        skeleton.append(buf[run:q])
-        picks.append(len(formats))
-        formats.append(f"{q - run}s")
-        formats.append(f"{n}s")
-        data_at.append(len(formats) - 1)
-        return len(formats) - 1
-
-    n, q = _varint(buf, q, end, 5, "key length")
-    layout.key_at = 0 if n < 0 else data(n)
-    q += max(n, 0)
-    run = q if n >= 0 else run
-    n, q = _varint(buf, q, end, 5, "value length")
-    layout.value_at = 0 if n < 0 else data(n)
-    q += max(n, 0)
-    run = q if n >= 0 else run
+    q += 1
+    layout.offset_at = q - p
+    while buf[q] >= 0x80:
+        q += 1
+    q += 1
+    layout.ts_width = layout.offset_at - layout.ts_at
+    layout.offset_width = q - p - layout.offset_at
+    if layout.ts_width > 4 or layout.offset_width > 4:
+        return None
+    run = q  # where the current skeleton span started
+    data: List[Tuple[str, int, int]] = []  # (name, where in the record, length)
+    for name in ("key", "value"):
+        n, q = _varint(buf, q, end, 5, f"{name} length")
+        if n >= 0:
+            spans.append((run, q))
+            data.append((name, q - p, n))
+            q += n
+            run = q
     count, q = _varint(buf, q, end, 5, "header count")
-    layout.header_key = None
-    layout.header_value_at = 0
     if count > 1:
         return None
+    layout.header_key = None
+    layout.header_value = False
     if count:
         n, q = _varint(buf, q, end, 5, "header key length")
         layout.header_key = buf[q : q + n].decode()
         q += n
         n, q = _varint(buf, q, end, 5, "header value length")
         if n >= 0:
-            layout.header_value_at = data(n)
+            spans.append((run, q))
+            data.append(("header", q - p, n))
+            layout.header_value = True
             q += n
             run = q
-    if run < end:
-        skeleton.append(buf[run:end])
-        picks.append(len(formats))
-        formats.append(f"{end - run}s")
-    if len(picks) < 2:  # itemgetter of one index gives the item, not a tuple
-        return None
-    layout.header_value = layout.header_value_at != 0
-    layout.data = None
-    layout.data_fields = ()
-    if sum(int(formats[i][:-1]) for i in data_at) >= _LAZY_DATA_BYTES:
-        layout.data_fields = tuple(name for name, at in (("key", layout.key_at), ("value", layout.value_at),
-                                                         ("header", layout.header_value_at)) if at)
-        layout.data = struct.Struct(">" + "".join(f if i in data_at else f[:-1] + "x" for i, f in enumerate(formats)))
-        kept = [i for i in range(len(formats)) if i not in data_at]  # what the checking struct returns
-        picks = [kept.index(i) for i in picks]
-        formats = [f[:-1] + "x" if i in data_at else f for i, f in enumerate(formats)]
-        layout.key_at = layout.value_at = layout.header_value_at = 0
-    compiled = struct.Struct(">" + "".join(formats))
-    layout.unpack = compiled.unpack_from
-    layout.size = compiled.size
-    layout.pick = itemgetter(*picks)
-    layout.skeleton = tuple(map(bytes, skeleton))  # bytes, as struct gives them: bytes == bytearray is slow
-    layout.attributes = buf[p + len(skeleton[0]) - 1]
+    spans.append((run, end))
+    size = layout.size = end - p
+    layout.skeleton_at = tuple(i - p for start, stop in spans for i in range(start, stop))
+    layout.skeleton_ones = tuple(bytes(buf[i : i + 1]) for start, stop in spans for i in range(start, stop))
+    layout.fields = tuple((name, struct.Struct(f">{at}x{n}s{size - at - n}x")) for name, at, n in data)
+    layout.lazy = sum(n for _, _, n in data) >= _LAZY_DATA_BYTES
     return layout
 
 
 def _same_layout_run(
-    buf: bytes, p: int, stop: int, left: int, layout: _Layout, base_offset: int, base_ts: int,
+    buf: Any, p: int, stop: int, left: int, layout: _Layout, base_offset: int, base_ts: int,
     log_append_ts: Optional[int], ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int,
     base_sequence: int, transactional: bool, control: bool,
 ) -> Tuple[_Run, int]:
     """The records from ``p`` on while they have ``layout`` (at most ``left``), as a :class:`_Run`, and where
-    they end.  Each is one ``struct`` call, a comparison of its skeleton, and its two deltas looked up
-    (:func:`_delta_varints`, or :func:`_long_delta` for three and four bytes)."""
-    unpack, size, pick, skeleton = layout.unpack, layout.size, layout.pick, layout.skeleton
-    key_at, value_at, header_value_at = layout.key_at, layout.value_at, layout.header_value_at
-    deltas = _delta_varints().get
+    they end.
+
+    No Python code runs per record, and no object is made per record but the fields it keeps: records of
+    one size lie ``size`` bytes apart, so a byte at one place in each of ``k`` records is one extended slice
+    ``buf[at : end : size]``.  The columns of all skeleton bytes of a chunk of records, joined, are compared
+    at once with what the layout puts there (and when they differ, ``count`` and ``lstrip`` find the first
+    record that does), each delta is read from its bytes' columns through a table (:func:`_delta_column`),
+    each data field by a ``struct`` that reads it alone.  The run ends at the
+    first record that does not have the layout, as a loop over the records would.  Chunks start small, so
+    a run that breaks at once reads few records past it, and grow eightfold to :data:`_RUN_CHUNK`.
+    """
+    size = layout.size
     run = _Run()
     offsets: List[int] = []
     timestamps: Optional[List[int]] = None if ts_type else []
-    keys: Optional[List[bytes]] = [] if key_at else None
-    values: Optional[List[bytes]] = [] if value_at else None
-    header_values: Optional[List[bytes]] = [] if header_value_at else None
     sequences: Optional[List[int]] = [] if base_sequence >= 0 else None
-    run.offsets, run.timestamps, run.keys, run.values = offsets, timestamps, keys, values
-    run.header_values, run.sequences, run.headers, run.attributes = header_values, sequences, None, None
-    run.lazy = None
+    columns: Dict[str, List[bytes]] = {} if layout.lazy else {name: [] for name, _ in layout.fields}
+    run.offsets, run.timestamps, run.sequences, run.headers, run.attributes = offsets, timestamps, sequences, None, None
+    run.keys, run.values, run.header_values = columns.get("key"), columns.get("value"), columns.get("header")
+    run.lazy = (buf, p, layout.fields) if layout.lazy else None
     header_key = layout.header_key
     run.constants = (log_append_ts, header_key if layout.header_value else () if header_key is None else ((header_key, None),),
                      codec, ts_type, producer_id, producer_epoch, transactional, control, layout.attributes)
-    start = p
-    add_offset = offsets.append
-    last = stop - size
-    while left and p <= last:
-        f = unpack(buf, p)
-        if pick(f) != skeleton:
+    view = memoryview(buf)
+    skeleton_at, skeleton_ones = layout.skeleton_at, layout.skeleton_ones
+    chunk = 16
+    while True:
+        k = min(left, (stop - p) // size, chunk)
+        if k <= 0:
             break
-        t = deltas(f[1])
-        if t is None:
-            t = _long_delta(f[1])
-            if t is None:
-                break
-        delta = deltas(f[2])
-        if delta is None:
-            delta = _long_delta(f[2])
-            if delta is None:
-                break
-        add_offset(base_offset + delta)
+        end = p + k * size
+        good = k
+        # every skeleton byte's column at once, against what a chunk of this layout holds there
+        if b"".join(map(buf.__getitem__, map(slice, map(add, skeleton_at, repeat(p)), repeat(end), repeat(size)))) \
+                != b"".join(map(mul, skeleton_ones, repeat(k))):
+            for at, one in zip(skeleton_at, skeleton_ones):  # which record is the first that differs
+                column = buf[p + at : end : size]
+                if column.count(one) != k:
+                    good = min(good, k - len(column.lstrip(one)))
+        ts = _delta_column(buf, view, p, end, size, layout.ts_at, layout.ts_width)
+        ds = _delta_column(buf, view, p, end, size, layout.offset_at, layout.offset_width)
+        if None in ts:
+            good = min(good, ts.index(None))
+        if None in ds:
+            good = min(good, ds.index(None))
+        if good < k:
+            del ts[good:], ds[good:]
+        offsets += map(add, ds, repeat(base_offset))
         if timestamps is not None:
-            timestamps.append(base_ts + t)
-        if keys is not None:
-            keys.append(f[key_at])
-        if values is not None:
-            values.append(f[value_at])
-        if header_values is not None:
-            header_values.append(f[header_value_at])
+            timestamps += map(add, ts, repeat(base_ts))
         if sequences is not None:
-            sequence = base_sequence + delta
-            sequences.append(sequence - 0x80000000 if sequence > _I32_MAX else sequence)
-        p += size
-        left -= 1
-    if layout.data is not None:
-        run.lazy = (buf, start, layout.data, layout.data_fields)
+            added = list(map(add, ds, repeat(base_sequence)))
+            if added and max(added) > _I32_MAX:  # sequences wrap past int32 max
+                added = [sequence - 0x80000000 if sequence > _I32_MAX else sequence for sequence in added]
+            sequences += added
+        if columns:
+            records = view[p : p + good * size]
+            for name, field in layout.fields:
+                columns[name] += map(_first, field.iter_unpack(records))
+        p += good * size
+        left -= good
+        if good < k:
+            break
+        chunk = min(chunk * 8, _RUN_CHUNK)
     return run, p
 
 
-_DELTA_VARINTS: Dict[bytes, int] = {}
+#: The most records :func:`_same_layout_run` checks in one chunk (its columns of deltas are this long).
+_RUN_CHUNK = 4096
 
 
-def _delta_varints() -> Dict[bytes, int]:
-    """Every zigzag varint of one or two bytes, as bytes, to its value; built on first use."""
-    if not _DELTA_VARINTS:
+def _delta_column(buf: Any, view: Any, p: int, end: int, size: int, at: int, width: int) -> List[Optional[int]]:
+    """The zigzag varints of ``width`` bytes ``at`` bytes into each record of ``size`` from ``p`` to ``end``,
+    decoded; ``None``
+    for bytes that are not a varint of that width.  One and two bytes go through tables
+    (:func:`_delta_varints`), the second byte's column woven in after the first's to make 16-bit indexes;
+    three and four bytes (offset deltas past 8,191) through :func:`_long_delta`, one call each."""
+    ones, twos = _delta_varints()
+    if width == 1:
+        return list(map(ones.__getitem__, buf[p + at : end : size]))
+    if width == 2:
+        first = buf[p + at : end : size]
+        pairs = bytearray(2 * len(first))
+        pairs[_LOW_BYTE::2] = first
+        pairs[1 - _LOW_BYTE :: 2] = buf[p + at + 1 : end : size]
+        return list(map(twos.__getitem__, array("H", pairs)))
+    field = struct.Struct(f">{at}x{width}s{size - at - width}x")
+    return list(map(_long_delta, map(_first, field.iter_unpack(view[p:end]))))
+
+
+_LOW_BYTE = 0 if sys.byteorder == "little" else 1  # where array("H") takes an item's low byte from
+_DELTA_TABLES: List[List[Optional[int]]] = []
+
+
+def _delta_varints() -> List[List[Optional[int]]]:
+    """Two tables, built on first use: the value of each zigzag varint of one byte, indexed by that byte,
+    and of each of two bytes, indexed by the first byte plus 256 times the second; ``None`` where the bytes
+    are not a varint of that width (a last byte with the continuation bit, or an earlier one without)."""
+    if not _DELTA_TABLES:
+        ones: List[Optional[int]] = [(raw >> 1) ^ -(raw & 1) for raw in range(128)] + [None] * 128
+        twos: List[Optional[int]] = [None] * 65536
         for raw in range(1 << 14):
-            value = (raw >> 1) ^ -(raw & 1)
-            if raw < 0x80:
-                _DELTA_VARINTS[bytes((raw,))] = value
-            _DELTA_VARINTS[bytes(((raw & 0x7F) | 0x80, raw >> 7))] = value  # (two bytes even when one would do)
-    return _DELTA_VARINTS
+            twos[(raw & 0x7F | 0x80) | (raw >> 7) << 8] = (raw >> 1) ^ -(raw & 1)
+        _DELTA_TABLES.extend((ones, twos))
+    return _DELTA_TABLES
 
 
 def _long_delta(varint: bytes) -> Optional[int]:

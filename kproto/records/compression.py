@@ -105,8 +105,17 @@ def decompress_buffer(codec: int, payload: bytes, *, magic: int, limit: int, pos
 # zstd through cramjam rather than the zstandard package: measured on 10,000 x 100 B records (1.26 MB,
 # level 3), zstandard compresses ~1.5x and decompresses ~1.2x faster, but cramjam is already a dependency
 # (snappy, lz4 blocks) and decompresses into a caller-sized buffer, which is how the budget is enforced.
+# One exception: a frame that states its content size (within the limit) is handed to zstandard when it is
+# installed (it is not a dependency).  Its one-shot decompress allocates exactly that size, without the zero
+# fill of a bytearray, and decodes in one call: on 1,000 x 10 KB records (10 MB) 0.8 ms against 2.2 ms for
+# cramjam into a bytearray.  Anything it does not take whole (a size that does not match, trailing data, a
+# corrupt frame) goes to the cramjam path, whose results and errors are the contract.
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _zstd_into = cramjam.zstd.decompress_into
+try:
+    import zstandard as _zstandard
+except ImportError:  # pragma: no cover - an optional speed-up
+    _zstandard = None  # type: ignore[assignment]
 #: First output buffer for a zstd frame that does not state its size (Kafka's Java producer streams, so
 #: its frames never do): this many times the payload, then x4 per retry up to the limit.
 _ZSTD_FIRST_GUESS = 8
@@ -133,12 +142,19 @@ def _zstd_content_size(payload: bytes, position: int) -> "int | None":
     return size + 256 if field == 2 else size
 
 
-def _zstd_decode(payload: bytes, limit: int, position: int) -> bytearray:
+def _zstd_decode(payload: bytes, limit: int, position: int) -> "bytes | bytearray":
     """Decompress into a buffer never larger than ``limit``: the size the frame declares (which must then be
     exactly what it holds), or for frames without one, a guess grown x4 until the output fits."""
     declared = _zstd_content_size(payload, position)
     if declared is not None and declared > limit:
         raise LimitExceededError(f"zstd frame declares {declared} bytes, over the {limit}-byte limit", position)
+    if declared is not None and _zstandard is not None:
+        try:
+            whole = _zstandard.ZstdDecompressor().decompress(payload, read_across_frames=False, allow_extra_data=False)
+        except Exception:  # zstandard.ZstdError, or arguments an old zstandard lacks
+            whole = None
+        if whole is not None and len(whole) == declared:
+            return whole
     size = declared if declared is not None else min(limit, max(65536, _ZSTD_FIRST_GUESS * len(payload)))
     while True:
         out = bytearray(size + 1)  # one spare byte: a frame that fills it holds more than it says
