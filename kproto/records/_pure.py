@@ -1874,7 +1874,7 @@ def crc32c_table(data: Any, value: int = 0) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-try:  # the C implementation kafka-python's pure reader uses too; optional (pip install crc32c)
+try:  # the C implementation kafka-python's pure reader uses too; optional (the `pure` extra)
     from crc32c import crc32c as _crc32c_c
 except ImportError:  # pragma: no cover - depends on the environment
     _crc32c_c = None
