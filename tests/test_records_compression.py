@@ -97,3 +97,18 @@ def test_encoders_round_trip():
             assert compression.decompress(codec, compression.compress(codec, data, magic=1), magic=1, limit=1 << 26) == data
         raw = compression.compress(2, data, magic=1, snappy_framing="raw")
         assert bytes(cramjam.snappy.decompress_raw(raw)) == data
+
+
+def test_lz4_package_compressor_writes_kafkas_frame():
+    # with the lz4 package installed, magic 1/2 frames come from its compressor: the frame our encoder writes
+    # (header, 64 KiB independent blocks, stored blocks when incompressible), readable by both decoders
+    lz4f = pytest.importorskip("lz4.frame")
+    incompressible = bytes(cramjam.snappy.compress_raw(DATA))
+    for data in (b"", b"x", DATA, incompressible, DATA + incompressible):
+        for magic in (1, 2):
+            frame = compression.compress(3, data, magic=magic)
+            ours = bytes(lz4_frame.lz4_frame_encode_buffer(data, magic=magic))
+            assert frame[:7] == ours[:7] and frame[-4:] == b"\x00\x00\x00\x00"
+            assert compression.decompress(3, frame, magic=magic, limit=1 << 26) == lz4f.decompress(frame) == data
+    # magic 0 keeps the broken header checksum Kafka writes for it
+    assert compression.compress(3, DATA, magic=0)[:7] == bytes(lz4_frame.lz4_frame_encode_buffer(DATA, magic=0))[:7]
