@@ -112,3 +112,12 @@ def test_lz4_package_compressor_writes_kafkas_frame():
             assert compression.decompress(3, frame, magic=magic, limit=1 << 26) == lz4f.decompress(frame) == data
     # magic 0 keeps the broken header checksum Kafka writes for it
     assert compression.compress(3, DATA, magic=0)[:7] == bytes(lz4_frame.lz4_frame_encode_buffer(DATA, magic=0))[:7]
+
+
+def test_zstd_frames_state_their_size_and_read_back_with_either_library():
+    # compressed by the zstandard package when installed, else cramjam: one frame with its content size
+    # (what the one-copy decoder sizes its buffer by), readable by cramjam and by zstandard
+    for data in (b"", DATA, bytes(cramjam.snappy.compress_raw(DATA))):
+        frame = compression.compress(4, data, magic=2)
+        assert compression._zstd_content_size(frame, 0) == len(data)
+        assert compression.decompress(4, frame, magic=2, limit=1 << 26) == bytes(cramjam.zstd.decompress(frame)) == data
