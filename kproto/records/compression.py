@@ -1,6 +1,6 @@
 """The compression codecs of Kafka records: gzip (zlib), snappy (xerial framing or raw, via cramjam), lz4
-(Kafka framing; compressed by the lz4 package when it is installed, else cramjam), zstd (magic 2 only;
-cramjam, compressed by the zstandard package when it is installed).
+(Kafka framing, see lz4_frame), zstd (magic 2 only; cramjam, compressed by the zstandard package when it is
+installed).
 
 Both backends call these once per compressed wrapper or batch, so they stay in Python.  Every decompressor is capped
 by ``limit`` (the caller's ``max_decompressed_size``) and turns every codec failure into a
@@ -60,29 +60,10 @@ def compress_buffer(codec: int, data: bytes, *, magic: int, snappy_framing: str 
             return _snappy_raw_encode(data)
         return _xerial_encode(data)
     if codec == CODEC_LZ4:
-        if magic and _lz4_frame_compress is not None:
-            return _lz4_frame_compress(data, **_LZ4_FRAME_AS_KAFKA)
         return lz4_frame_encode_buffer(data, magic=magic)
     if codec == CODEC_ZSTD:
         return _zstd_compress(data)
     raise EncodeError(f"unknown codec id {codec}")
-
-
-# lz4 through the lz4 package when it is installed (optional: pip install lz4): its frame compressor (the
-# reference C library) writes the same frame as lz4_frame_encode_buffer over cramjam's blocks, byte for
-# byte (the same block algorithm), ~2.5-4x faster on large batches (10 MB of 1,000 x 10 KB records:
-# ~2-3.5 ms against ~8-11 ms); the same on small ones.  Magic 0 keeps our encoder: it writes the broken
-# header checksum Kafka writes for magic 0, which no library writes.
-_lz4_frame_compress: "Callable[..., bytes] | None"
-try:
-    import lz4.frame as _lz4_frame  # type: ignore[import-untyped,import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - depends on the environment
-    _lz4_frame_compress = None
-else:
-    _lz4_frame_compress = _lz4_frame.compress
-#: What Kafka writes (lz4_frame's header): independent 64 KiB blocks, no checksums, no content size.
-_LZ4_FRAME_AS_KAFKA = dict(block_size=4, block_linked=False, content_checksum=False, block_checksum=False,
-                           store_size=False, compression_level=0)  # block size 4: BLOCKSIZE_MAX64KB
 
 
 def decompress(codec: int, payload: bytes, *, magic: int, limit: int, position: int = 0) -> bytes:

@@ -6,8 +6,8 @@ later release keeps writing that broken HC for magic 0 and the correct one for m
 ``docs/records.md``, "Compression").  We write the HC Kafka writes for the message magic and, for magic 0, accept
 both.  A frame that states its content size must hold exactly that many bytes.
 
-The block codec is cramjam's; the frame is parsed here so that the decompressed size can be capped block by
-block and every malformed length becomes a :class:`~kproto.errors.DecodeError`.
+The block codec is cramjam's (when compressing, the lz4 package's if it is installed); the frame is parsed
+here so that the decompressed size can be capped block by block and every malformed length becomes a :class:`~kproto.errors.DecodeError`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,17 @@ _STORED_RAW = 0x80000000
 _U32LE = struct.Struct("<I")
 _block_into = cramjam.lz4.decompress_block_into
 _block_compress_into = cramjam.lz4.compress_block_into
+# Blocks are compressed by the lz4 package (the reference C library) when it is installed (optional: pip
+# install lz4), else by cramjam's: measured on the record sections of 1,000 x 10 KB records (10 MB) ~1.5 ms
+# against ~4 ms, of 10,000 x 100 B (1.26 MB) ~0.5 ms against ~0.7 ms.  The two write different (equally
+# valid) blocks; the frame around them is ours either way.
+_lz4_block: "Callable[..., bytes] | None"
+try:
+    import lz4.block as _lz4_blocks  # type: ignore[import-untyped,import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover - depends on the environment
+    _lz4_block = None
+else:
+    _lz4_block = _lz4_blocks.compress
 #: An LZ4 block cannot expand more than ~255:1 (a match length grows by 255 per extra length byte).
 _LZ4_MAX_RATIO = 256
 
@@ -103,10 +114,16 @@ def lz4_frame_encode_buffer(data: bytes, *, magic: int) -> bytearray:
         for start in range(0, n, _WRITE_BLOCK):
             chunk = view[start : start + _WRITE_BLOCK]
             size = len(chunk)
-            try:
-                written = _block_compress_into(chunk, target[at + 4 : at + 4 + size - 1], store_size=False)
-            except Exception:  # did not fit in size - 1 bytes: incompressible, store as is (high bit of the size)
-                written = size
+            if _lz4_block is not None:
+                block = _lz4_block(chunk, store_size=False)
+                written = len(block)
+                if written < size:
+                    target[at + 4 : at + 4 + written] = block
+            else:
+                try:
+                    written = _block_compress_into(chunk, target[at + 4 : at + 4 + size - 1], store_size=False)
+                except Exception:  # did not fit in size - 1 bytes: incompressible, stored as is (high bit of the size)
+                    written = size
             if written < size:
                 pack(target, at, written)
             else:
