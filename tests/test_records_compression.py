@@ -118,10 +118,17 @@ def test_lz4_frames_from_either_block_compressor(monkeypatch):
         assert ours[:7] == cramjams[:7] and len(ours) < len(data) + 16 + 4 * (len(data) >> 16)
 
 
-def test_zstd_frames_state_their_size_and_read_back_with_either_library():
-    # compressed by the zstandard package when installed, else cramjam: one frame with its content size
-    # (what the one-copy decoder sizes its buffer by), readable by cramjam and by zstandard
-    for data in (b"", DATA, bytes(cramjam.snappy.compress_raw(DATA))):
-        frame = compression.compress(4, data, magic=2)
-        assert compression._zstd_content_size(frame, 0) == len(data)
-        assert compression.decompress(4, frame, magic=2, limit=1 << 26) == bytes(cramjam.zstd.decompress(frame)) == data
+def test_compress_pieces_is_compress_of_the_joined_pieces(monkeypatch):
+    # zstd streams the pieces through the zstandard package when installed (else joins them for cramjam):
+    # one frame that states its size, readable by cramjam; the other codecs compress the joined pieces
+    incompressible = bytes(cramjam.snappy.compress_raw(DATA))
+    for compressor in (compression._ZstdCompressor, None):
+        monkeypatch.setattr(compression, "_ZstdCompressor", compressor)
+        for pieces in ([b""], [DATA], [DATA[:10], b"", DATA[10:5000], incompressible, DATA[5000:]]):
+            data = b"".join(pieces)
+            frame = bytes(compression.compress_pieces(4, pieces, len(data), magic=2))
+            assert compression._zstd_content_size(frame, 0) == len(data)
+            assert compression.decompress(4, frame, magic=2, limit=1 << 26) == bytes(cramjam.zstd.decompress(frame)) == data
+            for codec in (1, 2, 3) if data else (1, 3):  # an empty xerial stream reads as raw snappy (above)
+                assert compression.decompress(codec, bytes(compression.compress_pieces(codec, pieces, len(data), magic=2)),
+                                              magic=2, limit=1 << 26) == data

@@ -31,7 +31,7 @@ from operator import add, itemgetter, sub
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
-from kproto.records.compression import compress_buffer, decompress, decompress_buffer
+from kproto.records.compression import compress_pieces, decompress, decompress_buffer
 from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns, _pack_binary
 from kproto.records.format import (
     ATTR_CONTROL,
@@ -1800,7 +1800,7 @@ def encode_batch(
     head = _BATCH_HEAD_AFTER_CRC.pack(attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch,
                                       base_sequence, count)
     if codec:
-        pieces = [bytes(compress_buffer(codec, b"".join(pieces), magic=2))]
+        pieces = [bytes(compress_pieces(codec, pieces, size, magic=2))]
         size = len(pieces[0])
     if size + len(head) + 9 > _I32_MAX:
         raise EncodeError("batch larger than 2 GiB")

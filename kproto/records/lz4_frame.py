@@ -13,7 +13,7 @@ here so that the decompressed size can be capped block by block and every malfor
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from typing import Any, Callable, List
 
 import cramjam
 
@@ -99,31 +99,28 @@ def lz4_frame_encode(data: bytes, *, magic: int) -> bytes:
     return bytes(lz4_frame_encode_buffer(data, magic=magic))
 
 
-def lz4_frame_encode_buffer(data: bytes, *, magic: int) -> bytearray:
-    """:func:`lz4_frame_encode` written block by block straight into one buffer sized for the worst case."""
+def lz4_frame_encode_buffer(data: bytes, *, magic: int) -> "bytes | bytearray":
+    """:func:`lz4_frame_encode`, possibly as the ``bytearray`` it was written into."""
     header = _MAGIC + bytes((_FLG_WRITTEN, _BD_WRITTEN))
+    header += bytes((header_checksum(header, broken=magic == 0),))
+    if _lz4_block is not None:
+        return _frame_of_blocks(data, header, _lz4_block)
     n = len(data)
     blocks = (n + _WRITE_BLOCK - 1) // _WRITE_BLOCK
-    # each block is written compressed only when that is shorter, so it never takes more than its raw size
+    # written block by block straight into one buffer sized for the worst case: each block is written
+    # compressed only when that is shorter, so it never takes more than its raw size
     out = bytearray(7 + 4 * blocks + n + 4)
-    out[:6] = header
-    out[6] = header_checksum(header, broken=magic == 0)
+    out[:7] = header
     at = 7
     pack = _U32LE.pack_into
     with memoryview(data) as view, memoryview(out) as target:
         for start in range(0, n, _WRITE_BLOCK):
             chunk = view[start : start + _WRITE_BLOCK]
             size = len(chunk)
-            if _lz4_block is not None:
-                block = _lz4_block(chunk, store_size=False)
-                written = len(block)
-                if written < size:
-                    target[at + 4 : at + 4 + written] = block
-            else:
-                try:
-                    written = _block_compress_into(chunk, target[at + 4 : at + 4 + size - 1], store_size=False)
-                except Exception:  # did not fit in size - 1 bytes: incompressible, stored as is (high bit of the size)
-                    written = size
+            try:
+                written = _block_compress_into(chunk, target[at + 4 : at + 4 + size - 1], store_size=False)
+            except Exception:  # did not fit in size - 1 bytes: incompressible, store as is (high bit of the size)
+                written = size
             if written < size:
                 pack(target, at, written)
             else:
@@ -133,6 +130,27 @@ def lz4_frame_encode_buffer(data: bytes, *, magic: int) -> bytearray:
     out[at : at + 4] = b"\x00\x00\x00\x00"
     del out[at + 4 :]
     return out
+
+
+def _frame_of_blocks(data: bytes, header: bytes, compress: Callable[..., bytes]) -> bytes:
+    """The frame of ``data`` from a compressor that returns each block: one join of the header, the blocks and
+    their sizes (a block stored as is when compressing does not make it shorter).
+
+    Why not into one buffer sized for the worst case, as above: that buffer is as large as the data, zero
+    filled, and for a batch of megabytes each call faults its pages in afresh; the join takes the
+    compressed size only."""
+    pieces: List[Any] = [header]  # bytes, and memoryviews of stored blocks
+    pack = _U32LE.pack
+    with memoryview(data) as view:
+        for start in range(0, len(data), _WRITE_BLOCK):
+            chunk = view[start : start + _WRITE_BLOCK]
+            block = compress(chunk, store_size=False)
+            if len(block) < len(chunk):
+                pieces += (pack(len(block)), block)
+            else:
+                pieces += (pack(len(chunk) | _STORED_RAW), chunk)
+        pieces.append(b"\x00\x00\x00\x00")
+        return b"".join(pieces)
 
 
 def _check_header(frame: bytes, magic: int, position: int) -> tuple:
