@@ -1389,8 +1389,8 @@ class _Parts:
     as :func:`_encode_columns` collects them.
 
     A part is a ``bytes`` every record has (consecutive ones are joined into one: a piece fewer per record
-    in the batch's join) or a list with one piece per record.  ``fixed`` is the width of the record that
-    the same in every record; ``widths`` the lists of widths that are not (their sums and ``fixed`` are the
+    in the batch's join) or a list with one piece per record.  ``fixed`` is the width of what is the same
+    width in every record; ``widths`` the lists of widths that are not (``fixed`` and their sums are the
     records' lengths); ``largest`` a bound of the largest record; ``apart`` the indices of the parts that
     stay pieces of their own in a batch of large records."""
 
