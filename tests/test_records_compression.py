@@ -89,16 +89,6 @@ def test_lz4_stored_blocks_checksums_and_damage():
     _same(3, bytes(frame[:-3]), 1 << 26)
 
 
-def test_encoders_round_trip():
-    for data in (b"", b"x", DATA, bytes(cramjam.snappy.compress_raw(DATA))):
-        # an empty xerial stream is just its 16-byte header, which decompress() reads as raw snappy (as before);
-        # encode_message_set never compresses an empty set
-        for codec in (1, 2, 3) if data else (1, 3):
-            assert compression.decompress(codec, compression.compress(codec, data, magic=1), magic=1, limit=1 << 26) == data
-        raw = compression.compress(2, data, magic=1, snappy_framing="raw")
-        assert bytes(cramjam.snappy.decompress_raw(raw)) == data
-
-
 def test_lz4_frames_from_either_block_compressor(monkeypatch):
     # blocks come from the lz4 package when installed, else from cramjam: the same frame around them (header,
     # 64 KiB independent blocks, stored blocks when incompressible), readable by our decoder and by lz4's
@@ -132,3 +122,13 @@ def test_compress_pieces_is_compress_of_the_joined_pieces(monkeypatch):
             for codec in (1, 2, 3) if data else (1, 3):  # an empty xerial stream reads as raw snappy (above)
                 assert compression.decompress(codec, bytes(compression.compress_pieces(codec, pieces, len(data), magic=2)),
                                               magic=2, limit=1 << 26) == data
+
+
+def test_encoders_round_trip():
+    for data in (b"", b"x", DATA, bytes(cramjam.snappy.compress_raw(DATA))):
+        # an empty xerial stream is just its 16-byte header, which decompress() reads as raw snappy (as before);
+        # encode_message_set never compresses an empty set
+        for codec in (1, 2, 3) if data else (1, 3):
+            assert compression.decompress(codec, compression.compress(codec, data, magic=1), magic=1, limit=1 << 26) == data
+        raw = compression.compress(2, data, magic=1, snappy_framing="raw")
+        assert bytes(cramjam.snappy.decompress_raw(raw)) == data

@@ -120,12 +120,9 @@ def decompress_buffer(codec: int, payload: bytes, *, magic: int, limit: int, pos
     raise DecodeError(f"unknown compression codec {codec}", position)
 
 
-# zstd through cramjam: it is already a dependency (snappy, lz4 blocks) and decompresses into a caller-sized
-# buffer, which is how the budget is enforced.  The pure twin's batches compress through the zstandard
-# package when that is installed (compress_pieces: optional, pip install zstandard; kafka-python's choice
-# too), streaming.  Not its one-shot compress here: that allocates an output buffer as large as the input,
-# which for a batch of megabytes faults its pages in afresh on every call (10 MB back to back: ~9.8 ms and
-# ~2,700 page faults a call, cramjam ~4.3 ms).
+# zstd through cramjam rather than the zstandard package: measured on 10,000 x 100 B records (1.26 MB,
+# level 3), zstandard compresses ~1.5x and decompresses ~1.2x faster, but cramjam is already a dependency
+# (snappy, lz4 blocks) and decompresses into a caller-sized buffer, which is how the budget is enforced.
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _zstd_into = cramjam.zstd.decompress_into
 #: First output buffer for a zstd frame that does not state its size (Kafka's Java producer streams, so
@@ -133,6 +130,10 @@ _zstd_into = cramjam.zstd.decompress_into
 _ZSTD_FIRST_GUESS = 8
 
 
+# The pure twin's batches compress through the zstandard package when it is installed (compress_pieces):
+# streamed, it takes the batch's pieces where they lie.  Not its one-shot compress for compress_buffer: that
+# allocates an output buffer as large as the input, which for a batch of megabytes faults its pages in
+# afresh on every call (10 MB back to back: ~9.8 ms and ~2,700 page faults a call; cramjam ~4.3 ms).
 _ZstdCompressor: "Callable[..., Any] | None"
 try:
     from zstandard import ZstdCompressor as _ZstdCompressor  # type: ignore[import-not-found,unused-ignore]
