@@ -6,14 +6,14 @@ later release keeps writing that broken HC for magic 0 and the correct one for m
 ``docs/records.md``, "Compression").  We write the HC Kafka writes for the message magic and, for magic 0, accept
 both.  A frame that states its content size must hold exactly that many bytes.
 
-The block codec is cramjam's (when compressing, the lz4 package's if it is installed); the frame is parsed
-here so that the decompressed size can be capped block by block and every malformed length becomes a :class:`~kproto.errors.DecodeError`.
+The block codec is cramjam's; the frame is parsed here so that the decompressed size can be capped block by
+block and every malformed length becomes a :class:`~kproto.errors.DecodeError`.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, List
+from typing import Callable
 
 import cramjam
 
@@ -33,17 +33,6 @@ _STORED_RAW = 0x80000000
 _U32LE = struct.Struct("<I")
 _block_into = cramjam.lz4.decompress_block_into
 _block_compress_into = cramjam.lz4.compress_block_into
-# Blocks are compressed by the lz4 package (the reference C library) when it is installed (optional: pip
-# install lz4), else by cramjam's: measured on the record sections of 1,000 x 10 KB records (10 MB) ~1.5 ms
-# against ~4 ms, of 10,000 x 100 B (1.26 MB) ~0.5 ms against ~0.7 ms.  The two write different (equally
-# valid) blocks; the frame around them is ours either way.
-_lz4_block: "Callable[..., bytes] | None"
-try:
-    import lz4.block as _lz4_blocks  # type: ignore[import-untyped,import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - depends on the environment
-    _lz4_block = None
-else:
-    _lz4_block = _lz4_blocks.compress
 #: An LZ4 block cannot expand more than ~255:1 (a match length grows by 255 per extra length byte).
 _LZ4_MAX_RATIO = 256
 
@@ -99,18 +88,15 @@ def lz4_frame_encode(data: bytes, *, magic: int) -> bytes:
     return bytes(lz4_frame_encode_buffer(data, magic=magic))
 
 
-def lz4_frame_encode_buffer(data: bytes, *, magic: int) -> "bytes | bytearray":
-    """:func:`lz4_frame_encode`, possibly as the ``bytearray`` it was written into."""
+def lz4_frame_encode_buffer(data: bytes, *, magic: int) -> bytearray:
+    """:func:`lz4_frame_encode` written block by block straight into one buffer sized for the worst case."""
     header = _MAGIC + bytes((_FLG_WRITTEN, _BD_WRITTEN))
-    header += bytes((header_checksum(header, broken=magic == 0),))
-    if _lz4_block is not None:
-        return _frame_of_blocks(data, header, _lz4_block)
     n = len(data)
     blocks = (n + _WRITE_BLOCK - 1) // _WRITE_BLOCK
-    # written block by block straight into one buffer sized for the worst case: each block is written
-    # compressed only when that is shorter, so it never takes more than its raw size
+    # each block is written compressed only when that is shorter, so it never takes more than its raw size
     out = bytearray(7 + 4 * blocks + n + 4)
-    out[:7] = header
+    out[:6] = header
+    out[6] = header_checksum(header, broken=magic == 0)
     at = 7
     pack = _U32LE.pack_into
     with memoryview(data) as view, memoryview(out) as target:
@@ -130,27 +116,6 @@ def lz4_frame_encode_buffer(data: bytes, *, magic: int) -> "bytes | bytearray":
     out[at : at + 4] = b"\x00\x00\x00\x00"
     del out[at + 4 :]
     return out
-
-
-def _frame_of_blocks(data: bytes, header: bytes, compress: Callable[..., bytes]) -> bytes:
-    """The frame of ``data`` from a compressor that returns each block: one join of the header, the blocks and
-    their sizes (a block stored as is when compressing does not make it shorter).
-
-    Why not into one buffer sized for the worst case, as above: that buffer is as large as the data, zero
-    filled, and for a batch of megabytes each call faults its pages in afresh; the join takes the
-    compressed size only."""
-    pieces: List[Any] = [header]  # bytes, and memoryviews of stored blocks
-    pack = _U32LE.pack
-    with memoryview(data) as view:
-        for start in range(0, len(data), _WRITE_BLOCK):
-            chunk = view[start : start + _WRITE_BLOCK]
-            block = compress(chunk, store_size=False)
-            if len(block) < len(chunk):
-                pieces += (pack(len(block)), block)
-            else:
-                pieces += (pack(len(chunk) | _STORED_RAW), chunk)
-        pieces.append(b"\x00\x00\x00\x00")
-        return b"".join(pieces)
 
 
 def _check_header(frame: bytes, magic: int, position: int) -> tuple:
