@@ -89,6 +89,24 @@ def test_lz4_stored_blocks_checksums_and_damage():
     _same(3, bytes(frame[:-3]), 1 << 26)
 
 
+def test_compress_pieces_is_compress_of_the_joined_pieces(monkeypatch):
+    # zstd streams the pieces through the zstandard package when installed (else joins them for cramjam):
+    # one frame that states its size, the frame cramjam writes for the joined pieces (the compiled twin's),
+    # byte for byte; the other codecs compress the joined pieces
+    incompressible = bytes(cramjam.snappy.compress_raw(DATA))
+    for compressor in (compression._ZstdCompressor, None):
+        monkeypatch.setattr(compression, "_ZstdCompressor", compressor)
+        for pieces in ([b""], [DATA], [DATA[:10], b"", DATA[10:5000], incompressible, DATA[5000:]]):
+            data = b"".join(pieces)
+            frame = bytes(compression.compress_pieces(4, pieces, len(data), magic=2))
+            assert compression._zstd_content_size(frame, 0) == len(data)
+            assert compression.decompress(4, frame, magic=2, limit=1 << 26) == bytes(cramjam.zstd.decompress(frame)) == data
+            assert frame == compression.compress(4, data, magic=2)
+            for codec in (1, 2, 3) if data else (1, 3):  # an empty xerial stream reads as raw snappy (above)
+                assert compression.decompress(codec, bytes(compression.compress_pieces(codec, pieces, len(data), magic=2)),
+                                              magic=2, limit=1 << 26) == data
+
+
 def test_encoders_round_trip():
     for data in (b"", b"x", DATA, bytes(cramjam.snappy.compress_raw(DATA))):
         # an empty xerial stream is just its 16-byte header, which decompress() reads as raw snappy (as before);

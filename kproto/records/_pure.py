@@ -37,7 +37,7 @@ from operator import add, itemgetter, mul, sub
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
-from kproto.records.compression import compress_buffer, decompress, decompress_buffer
+from kproto.records.compression import compress_pieces, decompress, decompress_buffer
 from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns, _pack_binary
 from kproto.records.format import (
     ATTR_CONTROL,
@@ -1462,7 +1462,8 @@ def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[List[bytes],
     return fast or _encode_rows(items, now)
 
 
-#: Records whose key and value are shorter than this together are joined one by one before the batch is.
+#: Records whose key and value are shorter than this together are encoded into one ``bytes`` (the record
+#: section); from this size on, keys and values stay pieces of their own (see :func:`_pieces_between`).
 _JOIN_RECORDS_BELOW = 2048
 
 _NONE_TYPE, _BYTES_TYPE, _TUPLE_TYPE, _INT_TYPE, _STR_TYPE = {type(None)}, {bytes}, {tuple}, {int}, {str}
@@ -1471,16 +1472,63 @@ _INT_NONE_TYPES = {int, type(None)}
 _HEADER_LISTS = {list, tuple}
 
 
+class _Parts:
+    """The pieces of a batch's records after each record's length varint, a part at a time in record order,
+    as :func:`_encode_columns` collects them.
+
+    A part is a ``bytes`` every record has (consecutive ones are joined into one: a piece fewer per record
+    in the batch's join) or a list with one piece per record.  ``fixed`` is the width of what is the same
+    width in every record; ``widths`` the lists of widths that are not (``fixed`` and their sums are the
+    records' lengths); ``largest`` a bound of the largest record; ``apart`` the indices of the parts that
+    stay pieces of their own in a batch of large records."""
+
+    __slots__ = ("parts", "fixed", "widths", "largest", "apart")
+
+    def __init__(self) -> None:
+        self.parts: List[Any] = []
+        self.fixed = 0
+        self.widths: List[Iterable[int]] = []
+        self.largest = 0
+        self.apart: List[int] = []
+
+    def same(self, piece: bytes) -> None:
+        """A piece every record has."""
+        parts = self.parts
+        if parts and type(parts[-1]) is bytes:
+            parts[-1] += piece
+        else:
+            parts.append(piece)
+        self.fixed += len(piece)
+        self.largest += len(piece)
+
+    def each(self, pieces: Sequence[bytes], widths: Any, largest: int) -> None:
+        """One piece per record; ``widths`` their widths (an int when they have one; ``None`` when the next
+        part's widths include them), ``largest`` the widest."""
+        self.parts.append(pieces)
+        if type(widths) is int:
+            self.fixed += widths
+        elif widths is not None:
+            self.widths.append(widths)
+        self.largest += largest
+
+
 def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], int, int, int, int]]:
     """:func:`_encode_rows` for a list of ``(key, value[, timestamp[, headers]])`` tuples of one length with
     ``bytes``/``None`` keys and values, ``int``/``None`` timestamps and headers of ``(str, bytes | None)``
     pairs; ``None`` for anything else (or anything it does not take), which is left to :func:`_encode_rows`
     and its errors.
 
-    Why columns: the loops run in C.  ``zip(*items)`` turns the records into columns, each column is checked
-    by the set of its types, lengths come from ``map(len, ...)``, varints and their widths from tables, each
-    record's size is the ``sum`` of a row of widths, and the batch is one ``b"".join`` over the rows of
-    ``zip(...)``; a few lines run per batch, none per record.  The bytes are those :func:`_encode_rows` writes.
+    Why columns: the loops run in C.  A column is taken out of the records by ``itemgetter`` (not
+    ``zip(*items)``, which makes an iterator per record: thousands of objects the cyclic garbage collector
+    tracks, each a step towards a collection of everything young) and checked by the set of its types;
+    lengths come from ``map(len, ...)``, varints and their widths from tables, and a column of one length
+    (a null key, values of one size, a batch's one header name) is a single piece every record shares.
+    Each record's length is a sum of the widths that differ between records (``map(add, ...)``).  A batch
+    of small records is then ONE ``b"".join`` of all its pieces, laid into a list a column at a time by
+    slice assignment (``pieces[j::k] = column``); a join per record would cost more than its pieces.  Large
+    ones keep their keys and values as pieces (see :func:`_pieces_between`).  A few dozen lines run per
+    batch, none per record; every pass over the records costs ~20 ns a record, so passes are what is
+    counted here.  The bytes are those :func:`_encode_rows` writes.
     """
     count = len(items)
     if not count or set(map(type, items)) != _TUPLE_TYPE:
@@ -1489,28 +1537,20 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
     if len(shapes) != 1:
         return None
     shape = shapes.pop()
-    timestamps: Any
-    headers: Any
     if not 2 <= shape <= 4:
         return None
-    # a column by itemgetter, not zip(*items), which makes an iterator per record: thousands of objects
-    # the cyclic garbage collector tracks, each a step towards a collection of everything young
     keys: List[Any] = list(map(itemgetter(0), items))
     values: List[Any] = list(map(itemgetter(1), items))
-    timestamps = list(map(itemgetter(2), items)) if shape > 2 else None
-    headers = list(map(itemgetter(3), items)) if shape > 3 else None
     table, widths = _zigzag_tables()
     top = len(table)
-    # each record: length, attributes, timestamp delta, offset delta, key, value, header count and headers;
-    # ``columns`` holds the pieces of each record in that order, ``sizes`` the widths that add up to its length
-    # (an int where they are the same in every record)
-    columns: List[Iterable[bytes]] = [repeat(b"\x00", count)]
-    sizes: List[Any] = [1]
-    if timestamps is None:
+    # each record: length, attributes, timestamp delta, offset delta, key, value, header count and headers
+    parts = _Parts()
+    parts.same(b"\x00")  # attributes
+    if shape == 2:
         base_ts = max_ts = now
-        columns.append(repeat(b"\x00", count))
-        sizes.append(1)
+        parts.same(b"\x00")
     else:
+        timestamps: List[Any] = list(map(itemgetter(2), items))
         types = set(map(type, timestamps))
         if types <= _INT_NONE_TYPES and type(None) in types:  # records without one get the current time
             timestamps = [now if t is None else t for t in timestamps]
@@ -1519,137 +1559,159 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
         base_ts, low, max_ts = timestamps[0], min(timestamps), max(timestamps)
         if low < _I64_MIN or max_ts > _I64_MAX or max_ts - base_ts > _I64_MAX or low - base_ts < _I64_MIN:
             return None
-        deltas = list(map(sub, timestamps, repeat(base_ts)))
-        if low >= base_ts and max_ts - base_ts < top:
-            columns.append(map(table.__getitem__, deltas))
-            sizes.append(map(widths.__getitem__, deltas))
+        if low == max_ts:  # one timestamp: every delta 0
+            parts.same(b"\x00")
         else:
-            varints = list(map(_zigzag, deltas))
-            columns.append(varints)
-            sizes.append(map(len, varints))
+            deltas = list(map(sub, timestamps, repeat(base_ts)))
+            if low >= base_ts and max_ts - base_ts < top:
+                parts.each(list(map(table.__getitem__, deltas)), map(widths.__getitem__, deltas),
+                           widths[max_ts - base_ts])
+            else:
+                varints = list(map(_zigzag, deltas))
+                parts.each(varints, map(len, varints), 10)
     if count <= top:
-        columns.append(table[:count])
-        sizes.append(widths[:count])
+        parts.each(table[:count], widths[:count], widths[count - 1])
     else:
         varints = list(chain(table, map(_zigzag, range(top, count))))
-        columns.append(varints)
-        sizes.append(map(len, varints))
-    apart = []  # the columns of keys or values large enough to stay pieces of their own (see below)
-    largest_key = _binary_columns(keys, count, table, widths, columns, sizes)
-    if largest_key is not None and largest_key >= _OWN_PIECE:
-        apart.append(len(columns))  # its index once the lengths are inserted before all columns
-    largest_value = _binary_columns(values, count, table, widths, columns, sizes)
-    if largest_value is not None and largest_value >= _OWN_PIECE:
-        apart.append(len(columns))
+        parts.each(varints, map(len, varints), len(varints[-1]))
+    largest_key = _binary_part(keys, count, table, widths, parts, True)
+    largest_value = _binary_part(values, count, table, widths, parts, True)
     if largest_key is None or largest_value is None:
         return None
-    if not headers or not any(headers):
-        columns.append(repeat(b"\x00", count))
-        sizes.append(1)
-    elif not _header_columns(headers, count, table, widths, columns, sizes):
-        return None
-    if largest_key + largest_value < _JOIN_RECORDS_BELOW:
-        # small records: each joined on its own, its length read from the result, two pieces per record
-        # and the batch's records one join of lengths and bodies, whose size is its length (not summed)
-        bodies = list(map(b"".join, zip(*columns)))
-        lengths = list(map(len, bodies))
+    if shape < 4:
+        parts.same(b"\x00")
+    else:
+        headers: List[Any] = list(map(itemgetter(3), items))
+        if not any(headers):
+            parts.same(b"\x00")
+        elif not _header_parts(headers, count, table, widths, parts):
+            return None
+    lengths = _record_lengths(parts, count)
+    largest = parts.largest
+    if largest >= top:  # the bound: the records themselves may still be small
         largest = max(lengths)
         if largest > _I32_MAX:
             return None
-        prefixes = map(table.__getitem__, lengths) if largest < top else map(_zigzag, lengths)
-        joined = b"".join(chain.from_iterable(zip(prefixes, bodies)))
+    prefixes = list(map(table.__getitem__, lengths) if largest < top else map(_zigzag, lengths))
+    if largest_key + largest_value < _JOIN_RECORDS_BELOW:
+        joined = b"".join(_interleave([prefixes, *parts.parts], count))
         return [joined], len(joined), count, base_ts, max_ts
-    # large ones: not copied but once, into the batch; their lengths summed from the widths
-    fixed = sum([w for w in sizes if type(w) is int])
-    varying = [w for w in sizes if type(w) is not int]
-    lengths = list(map(sum, zip(*varying), repeat(fixed))) if varying else [fixed] * count
-    largest = max(lengths)
-    if largest > _I32_MAX:
-        return None
-    if largest < top:
-        columns.insert(0, map(table.__getitem__, lengths))
-        size = sum(lengths) + sum(map(widths.__getitem__, lengths))
-    else:
-        varints = list(map(_zigzag, lengths))
-        columns.insert(0, varints)
-        size = sum(lengths) + sum(map(len, varints))
-    if apart:
-        columns = _join_between(columns, apart)
-    return list(chain.from_iterable(zip(*columns))), size, count, base_ts, max_ts
+    pieces = _pieces_between([prefixes, *parts.parts], [i + 1 for i in parts.apart], count)
+    return pieces, sum(map(len, pieces)), count, base_ts, max_ts
 
 
-#: A key or value column whose largest item has this many bytes stays pieces of its own; the small pieces
-#: between two such are joined record by record (see :func:`_join_between`).
+def _record_lengths(parts: _Parts, count: int) -> List[int]:
+    """Each record's length: the widths that differ between records summed, and those that do not."""
+    if not parts.widths:
+        return [parts.fixed] * count
+    lengths: Iterable[int] = map(add, parts.widths[0], repeat(parts.fixed)) if parts.fixed else parts.widths[0]
+    for widths in parts.widths[1:]:
+        lengths = map(add, lengths, widths)
+    return list(lengths)
+
+
+def _interleave(columns: List[Any], count: int) -> List[bytes]:
+    """The pieces of ``count`` records, record by record, from their columns in record order (a ``bytes``
+    column: the same piece in every record).
+
+    Why slice assignment: ``pieces[j::k] = column`` is a C loop storing pointers, ~5 ns a piece, where
+    ``chain.from_iterable(zip(*columns))`` steps two iterators and makes a tuple per record."""
+    k = len(columns)
+    pieces: List[bytes] = [b""] * (count * k)
+    for j, column in enumerate(columns):
+        pieces[j::k] = [column] * count if type(column) is bytes else column
+    return pieces
+
+
+#: A key or value column whose largest item has this many bytes stays pieces of its own in a batch of large
+#: records (see :func:`_pieces_between`).
 _OWN_PIECE = 1024
 
 
-def _join_between(columns: List[Iterable[bytes]], apart: List[int]) -> List[Iterable[bytes]]:
-    """The columns with each run of columns between two of those at ``apart`` joined record by record.
+def _pieces_between(columns: List[Any], apart: List[int], count: int) -> List[bytes]:
+    """The pieces of a batch of large records: the columns at ``apart`` (keys, values) as they are, and
+    each run of small pieces between two of them joined, across records too: the end of a record (its
+    headers) with the start of the next (length, attributes, deltas, key and value lengths).
 
     Why: the batch CRC is summed over the pieces where they lie (no copy of megabytes of records), a call
-    per piece at ~0.25 us; ten pieces a record cost more than the CRC of a 10 KB value.  Joining the small
-    ones (varints, header fields) leaves about three a record."""
-    out: List[Iterable[bytes]] = []
-    run: List[Iterable[bytes]] = []
-    for index, column in enumerate(columns):
-        if index in apart:
-            if run:
-                out.append(run[0] if len(run) == 1 else map(b"".join, zip(*run)))
-                run = []
-            out.append(column)
-        else:
-            run.append(column)
-    if run:
-        out.append(run[0] if len(run) == 1 else map(b"".join, zip(*run)))
-    return out
+    per piece at ~0.1-0.25 us; a dozen pieces a record cost more than the CRC of a 10 KB value.  Joined
+    runs leave two pieces a record for one large column (value), four for two (key and value)."""
+    first, last = apart[0], apart[-1]
+    head, tail = columns[:first], columns[last + 1 :]
+    width = len(tail) + len(head)
+    # run i: the tail of record i - 1 (none before the first record), then the head of record i (none
+    # after the last); laid out in ``flat`` a run after the other, and joined a run at a time
+    flat: List[bytes] = [b""] * ((count + 1) * width)
+    for j, column in enumerate(tail):
+        flat[width + j :: width] = [column] * count if type(column) is bytes else column
+    for j, column in enumerate(head, len(tail)):
+        flat[j : count * width : width] = [column] * count if type(column) is bytes else column
+    stride = 2 * len(apart)
+    pieces: List[bytes] = [b""] * (count * stride + 1)
+    pieces[::stride] = list(map(b"".join, zip(*[iter(flat)] * width)))
+    for a, index in enumerate(apart):
+        pieces[2 * a + 1 :: stride] = columns[index]
+        if a + 1 < len(apart):  # the pieces between this column and the next, joined record by record
+            between = [repeat(c, count) if type(c) is bytes else c for c in columns[index + 1 : apart[a + 1]]]
+            pieces[2 * a + 2 :: stride] = list(map(b"".join, zip(*between))) if between else [b""] * count
+    return pieces
 
 
-def _binary_columns(column: Sequence[Any], count: int, table: List[bytes], widths: List[int],
-                    columns: List[Iterable[bytes]], sizes: List[Any]) -> Optional[int]:
-    """Add the pieces (length varint, bytes) of a column of ``bytes``/``None`` (null: length -1, no bytes) to
-    ``columns`` and their widths to ``sizes``; return the largest length (0 if all are null), ``None`` if
-    the column holds anything else."""
-    types = set(map(type, column))
-    if types == _NONE_TYPE:
-        columns.append(repeat(b"\x01", count))
-        sizes.append(1)
+def _binary_part(column: List[Any], count: int, table: List[bytes], widths: List[int], parts: _Parts,
+                 own: bool = False) -> Optional[int]:
+    """Add the pieces (length varint, bytes) of a column of ``bytes``/``None`` (null: length -1, no bytes)
+    to ``parts``; return the largest length (0 if all are null), ``None`` if the column holds anything
+    else.  ``own``: a column that may stay pieces of its own in a batch of large records."""
+    if column[0] is None and column.count(None) == count:  # all null (a count by identity: no type pass)
+        parts.same(b"\x01")
         return 0
+    types = set(map(type, column))
     if types == _BYTES_TYPE:
         lengths = list(map(len, column))
-        largest = max(lengths)
-        if largest < len(table):
-            columns.append(map(table.__getitem__, lengths))
-            sizes.append(map(_zigzag_tables_spans().__getitem__, lengths))  # varint and bytes together
-        elif largest > _I32_MAX:
-            return None
+        largest = first = lengths[0]
+        if lengths.count(first) == count:  # one length: one varint, the same in every record
+            parts.same(table[first] if first < len(table) else _zigzag(first))
+            width: Any = first
         else:
-            varints = list(map(_zigzag, lengths))
-            columns.append(varints)
-            sizes.append(map(len, varints))
-            sizes.append(lengths)
-        columns.append(column)
+            largest = max(lengths)
+            if largest < len(table):  # the varint and the bytes together: one list of widths
+                parts.each(list(map(table.__getitem__, lengths)), None, widths[largest])
+                width = map(_zigzag_tables_spans().__getitem__, lengths)
+            else:
+                varints = list(map(_zigzag, lengths))
+                parts.each(varints, map(len, varints), len(_zigzag(largest)))
+                width = lengths
+        if own and largest >= _OWN_PIECE:
+            parts.apart.append(len(parts.parts))
+        parts.each(column, width, largest)
         return largest
     if types == _BYTES_OR_NONE:
         varints = [b"\x01" if v is None else _zigzag(len(v)) for v in column]
-        columns.append(varints)
-        sizes.append(map(len, varints))
-        columns.append([v or b"" for v in column])
         lengths = [0 if v is None else len(v) for v in column]
-        sizes.append(lengths)
-        return max(lengths)
+        largest = max(lengths)
+        parts.each(varints, map(len, varints), len(_zigzag(largest)))
+        if own and largest >= _OWN_PIECE:
+            parts.apart.append(len(parts.parts))
+        parts.each([v or b"" for v in column], lengths, largest)
+        return largest
     return None
 
 
-def _header_columns(headers: Tuple[Any, ...], count: int, table: List[bytes], widths: List[int],
-                    columns: List[Iterable[bytes]], sizes: List[Any]) -> bool:
-    """Add the records' header sections to ``columns`` (and widths to ``sizes``): as columns when every record
-    has exactly one ``(str, bytes | None)`` header, else one piece per record; False when a header is not
-    of that kind."""
-    if set(map(type, headers)) <= _HEADER_LISTS and set(map(len, headers)) == {1}:
-        pairs = list(map(itemgetter(0), headers))
-        if set(map(type, pairs)) != _TUPLE_TYPE or set(map(len, pairs)) != {2}:
+def _header_parts(headers: List[Any], count: int, table: List[bytes], widths: List[int], parts: _Parts) -> bool:
+    """Add the records' header sections to ``parts``: as columns when every record has exactly one
+    ``(str, bytes | None)`` header (the usual trace or type header), else one piece per record; False when a
+    header is not of that kind."""
+    pairs: Optional[List[Any]] = None
+    if set(map(type, headers)) <= _HEADER_LISTS:
+        try:  # one pass that both takes the header and checks that there is exactly one
+            pairs = [pair for (pair,) in headers]
+        except ValueError:
+            pairs = None
+    if pairs is not None and set(map(type, pairs)) == _TUPLE_TYPE:
+        try:
+            names = [name for name, _ in pairs]  # and that each is a pair
+        except ValueError:
             return False
-        names, values = list(map(itemgetter(0), pairs)), list(map(itemgetter(1), pairs))
         if set(map(type, names)) != _STR_TYPE:
             return False
         prefixed = {}
@@ -1659,15 +1721,18 @@ def _header_columns(headers: Tuple[Any, ...], count: int, table: List[bytes], wi
             except UnicodeEncodeError:
                 return False
             prefixed[name] = b"\x02" + _zigzag(len(raw)) + raw  # header count 1, key length, key
-        columns.append(map(prefixed.__getitem__, names) if len(prefixed) > 1 else repeat(prefixed[names[0]], count))
-        sizes.append([len(prefixed[name]) for name in names] if len(prefixed) > 1 else len(prefixed[names[0]]))
-        return _binary_columns(values, count, table, widths, columns, sizes) is not None
+        if len(prefixed) == 1:
+            parts.same(prefixed[names[0]])
+        else:
+            sections = list(map(prefixed.__getitem__, names))
+            parts.each(sections, list(map(len, sections)), max(map(len, prefixed.values())))
+        return _binary_part(list(map(itemgetter(1), pairs)), count, table, widths, parts) is not None
     try:
         sections = [_header_section(h, index) for index, h in enumerate(headers)]
     except EncodeError:
         return False
-    columns.append(sections)
-    sizes.append(map(len, sections))
+    lengths = list(map(len, sections))
+    parts.each(sections, lengths, max(lengths))
     return True
 
 
@@ -1823,7 +1888,7 @@ def encode_batch(
     head = _BATCH_HEAD_AFTER_CRC.pack(attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch,
                                       base_sequence, count)
     if codec:
-        pieces = [bytes(compress_buffer(codec, b"".join(pieces), magic=2))]
+        pieces = [bytes(compress_pieces(codec, pieces, size, magic=2))]
         size = len(pieces[0])
     if size + len(head) + 9 > _I32_MAX:
         raise EncodeError("batch larger than 2 GiB")

@@ -1,5 +1,6 @@
 """The compression codecs of Kafka records: gzip (zlib), snappy (xerial framing or raw, via cramjam), lz4
-(Kafka framing), zstd (cramjam; magic 2 only).
+(Kafka framing), zstd (magic 2 only; cramjam, or the zstandard package when it is installed
+for the pure twin's batches).
 
 Both backends call these once per compressed wrapper or batch, so they stay in Python.  Every decompressor is capped
 by ``limit`` (the caller's ``max_decompressed_size``) and turns every codec failure into a
@@ -14,13 +15,13 @@ import zlib
 
 import cramjam
 
-from typing import Callable
+from typing import Any, Callable, List
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
 from kproto.records.format import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD
 from kproto.records.lz4_frame import lz4_frame_decode_buffer, lz4_frame_encode_buffer
 
-__all__ = ["compress", "compress_buffer", "decompress", "decompress_buffer", "XERIAL_MAGIC", "SNAPPY_FRAMINGS"]
+__all__ = ["compress", "compress_buffer", "compress_pieces", "decompress", "decompress_buffer", "XERIAL_MAGIC", "SNAPPY_FRAMINGS"]
 
 #: The 8 bytes that identify xerial snappy-java's stream format.  The version fields after them are not
 #: checked: some brokers wrote them little-endian (kafka-python #2414).
@@ -63,6 +64,23 @@ def compress_buffer(codec: int, data: bytes, *, magic: int, snappy_framing: str 
     if codec == CODEC_ZSTD:
         return _zstd_compress(data)
     raise EncodeError(f"unknown codec id {codec}")
+
+
+def compress_pieces(codec: int, pieces: List[bytes], size: int, *, magic: int) -> "bytes | bytearray":
+    """:func:`compress_buffer` of ``b"".join(pieces)`` (``size`` bytes in all).
+
+    zstd with the zstandard package streams the pieces through one compressor told the size (so the frame
+    still states it; level 3 as above; a compressor per call: one is not safe to share between threads, and
+    making one costs less than the call): no joined copy of the input, and no output buffer as large as
+    the input.  Measured on 1,000 x 10 KB records (10 MB): ~3.2 ms, where the join and cramjam's compress
+    take ~3.7 ms (the join and zstandard's one-shot compress ~4.4 ms); on 10,000 x 100 B (1.26 MB, one
+    piece) ~1.2 ms, as cramjam.  Other codecs compress the joined pieces."""
+    if codec == CODEC_ZSTD and _ZstdCompressor is not None:
+        packer = _ZstdCompressor(level=3).compressobj(size=size)
+        out = list(map(packer.compress, pieces))
+        out.append(packer.flush())
+        return b"".join(out)
+    return compress_buffer(codec, b"".join(pieces), magic=magic)
 
 
 def decompress(codec: int, payload: bytes, *, magic: int, limit: int, position: int = 0) -> bytes:
@@ -119,6 +137,19 @@ except ImportError:  # pragma: no cover - an optional speed-up
 #: First output buffer for a zstd frame that does not state its size (Kafka's Java producer streams, so
 #: its frames never do): this many times the payload, then x4 per retry up to the limit.
 _ZSTD_FIRST_GUESS = 8
+
+
+# The pure twin's batches compress through the zstandard package when it is installed (compress_pieces):
+# streamed, it takes the batch's pieces where they lie, and writes the frame cramjam writes for the joined
+# pieces byte for byte (the same libzstd, level and content size; the twins' bytes are held equal by
+# tests/test_records_v2_differential.py).  Not its one-shot compress for compress_buffer: that
+# allocates an output buffer as large as the input, which for a batch of megabytes faults its pages in
+# afresh on every call (10 MB back to back: ~9.8 ms and ~2,700 page faults a call; cramjam ~4.3 ms).
+_ZstdCompressor: "Callable[..., Any] | None"
+try:
+    from zstandard import ZstdCompressor as _ZstdCompressor  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover - depends on the environment
+    _ZstdCompressor = None
 
 
 def _zstd_compress(data: bytes) -> bytes:
