@@ -89,6 +89,28 @@ def test_lz4_stored_blocks_checksums_and_damage():
     _same(3, bytes(frame[:-3]), 1 << 26)
 
 
+def test_lz4_frames_from_either_block_compressor(monkeypatch):
+    # blocks come from the lz4 package when installed, else from cramjam: different blocks in the same frame
+    # (header with the HC of the magic, 64 KiB independent blocks, stored ones when incompressible, end mark),
+    # each read back by our decoder and, for magic 1/2, by the lz4 package's frame decoder (an independent one)
+    lz4f = pytest.importorskip("lz4.frame")
+    incompressible = bytes(cramjam.snappy.compress_raw(DATA))
+    frames = []
+    for compressor in (lz4_frame._lz4_block_compress, None):
+        monkeypatch.setattr(lz4_frame, "_lz4_block_compress", compressor)
+        for data in (b"", b"x", DATA, incompressible, DATA + incompressible):
+            for magic in (0, 2):
+                frame = compression.compress(3, data, magic=magic)
+                assert compression.decompress(3, frame, magic=magic, limit=1 << 26) == data
+                if magic:
+                    assert lz4f.decompress(frame) == data
+                frames.append(frame)
+                blocks = -(-len(data) // 65536)
+                assert frame[-4:] == b"\x00\x00\x00\x00" and len(frame) <= 7 + 4 * blocks + len(data) + 4
+    half = len(frames) // 2
+    assert [f[:7] for f in frames[:half]] == [f[:7] for f in frames[half:]]
+
+
 def test_compress_pieces_is_compress_of_the_joined_pieces(monkeypatch):
     # zstd streams the pieces through the zstandard package when installed (else joins them for cramjam):
     # one frame that states its size, the frame cramjam writes for the joined pieces (the compiled twin's),

@@ -6,14 +6,21 @@ later release keeps writing that broken HC for magic 0 and the correct one for m
 ``docs/records.md``, "Compression").  We write the HC Kafka writes for the message magic and, for magic 0, accept
 both.  A frame that states its content size must hold exactly that many bytes.
 
-The block codec is cramjam's; the frame is parsed here so that the decompressed size can be capped block by
-block and every malformed length becomes a :class:`~kproto.errors.DecodeError`.
+The frame is parsed and written here, so that the decompressed size can be capped block by block and every
+malformed length becomes a :class:`~kproto.errors.DecodeError`; only the blocks come from a library.  Blocks
+decompress through cramjam (straight into the one output buffer; see :func:`lz4_frame_decode_buffer`).
+They compress through the ``lz4`` package (the reference C library, the ``pure`` extra) when it is
+installed, else through cramjam: measured on the records of 1,000 x 10 KB (10 MB) ~1.5 ms against ~4.1 ms,
+on 10,000 x 100 B (1.26 MB) ~0.45 ms against ~0.5 ms.  The two write different blocks for the same input,
+both valid LZ4, so the bytes of a frame depend on which is installed: that is fine, an LZ4 frame is read
+back by its content (every decoder, ours and Kafka's, accepts either), and both backends call this module,
+so they write the same bytes as each other in any one installation (the twins' tests compare them).
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from typing import Any, Callable, List
 
 import cramjam
 
@@ -33,6 +40,13 @@ _STORED_RAW = 0x80000000
 _U32LE = struct.Struct("<I")
 _block_into = cramjam.lz4.decompress_block_into
 _block_compress_into = cramjam.lz4.compress_block_into
+_lz4_block_compress: "Callable[..., bytes] | None"
+try:
+    import lz4.block as _lz4_block  # type: ignore[import-untyped,import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover - depends on the environment (the pure extra)
+    _lz4_block_compress = None
+else:
+    _lz4_block_compress = _lz4_block.compress
 #: An LZ4 block cannot expand more than ~255:1 (a match length grows by 255 per extra length byte).
 _LZ4_MAX_RATIO = 256
 
@@ -88,15 +102,21 @@ def lz4_frame_encode(data: bytes, *, magic: int) -> bytes:
     return bytes(lz4_frame_encode_buffer(data, magic=magic))
 
 
-def lz4_frame_encode_buffer(data: bytes, *, magic: int) -> bytearray:
-    """:func:`lz4_frame_encode` written block by block straight into one buffer sized for the worst case."""
+def lz4_frame_encode_buffer(data: bytes, *, magic: int) -> "bytes | bytearray":
+    """:func:`lz4_frame_encode`, possibly as the ``bytearray`` it was written into.
+
+    Every block holds 64 KiB of ``data`` (the last one the rest), compressed, or stored as is when
+    compressing does not make it shorter (the size word's high bit says which)."""
     header = _MAGIC + bytes((_FLG_WRITTEN, _BD_WRITTEN))
+    header += bytes((header_checksum(header, broken=magic == 0),))
+    if _lz4_block_compress is not None:
+        return _frame_of_blocks(data, header, _lz4_block_compress)
     n = len(data)
     blocks = (n + _WRITE_BLOCK - 1) // _WRITE_BLOCK
-    # each block is written compressed only when that is shorter, so it never takes more than its raw size
+    # cramjam compresses into a buffer: one for the whole frame, sized for the worst case (a block is written
+    # compressed only when that is shorter, so it never takes more than its raw size)
     out = bytearray(7 + 4 * blocks + n + 4)
-    out[:6] = header
-    out[6] = header_checksum(header, broken=magic == 0)
+    out[:7] = header
     at = 7
     pack = _U32LE.pack_into
     with memoryview(data) as view, memoryview(out) as target:
@@ -116,6 +136,27 @@ def lz4_frame_encode_buffer(data: bytes, *, magic: int) -> bytearray:
     out[at : at + 4] = b"\x00\x00\x00\x00"
     del out[at + 4 :]
     return out
+
+
+def _frame_of_blocks(data: bytes, header: bytes, compress: Callable[..., bytes]) -> bytes:
+    """The frame of ``data`` from a compressor that returns each block as ``bytes``: one join of the header,
+    the size words and the blocks.
+
+    Not into one buffer sized for the worst case, as cramjam's path: that buffer is as large as the data,
+    zero filled, and for a batch of megabytes each call faults its pages in afresh; the join allocates the
+    compressed size only."""
+    pieces: List[Any] = [header]  # bytes, and memoryviews of stored blocks
+    pack = _U32LE.pack
+    with memoryview(data) as view:
+        for start in range(0, len(view), _WRITE_BLOCK):
+            chunk = view[start : start + _WRITE_BLOCK]
+            block = compress(chunk, store_size=False)
+            if len(block) < len(chunk):
+                pieces += (pack(len(block)), block)
+            else:
+                pieces += (pack(len(chunk) | _STORED_RAW), chunk)
+        pieces.append(b"\x00\x00\x00\x00")
+        return b"".join(pieces)
 
 
 def _check_header(frame: bytes, magic: int, position: int) -> tuple:
@@ -170,42 +211,59 @@ def lz4_frame_decode_buffer(frame: bytes, *, magic: int, limit: int, position: i
 
 def _decode_blocks_fast(frame: bytes, header: tuple, limit: int,
                         allocate: Callable[[int], bytearray]) -> "bytearray | None":
+    # Python work per block is what this adds to the block codec (a 10 MB batch has 157 blocks of 64 KiB):
+    # the first pass keeps each block as a view, the second hands it to the codec with no other work when no
+    # block is stored raw (Kafka's writers store one only when it does not compress), and a slice past the
+    # end of ``target`` is cut by the slice itself.
     pos, block_max, block_checksum, content_checksum = header
     n = len(frame)
     tail = 4 if block_checksum else 0
     unpack = _U32LE.unpack_from
-    blocks = []
+    blocks: List[memoryview] = []
+    stored: List[int] = []  # indexes of the blocks stored raw
     bound = 0
-    while True:
-        if n - pos < 4:
+    short = block_max // _LZ4_MAX_RATIO  # a compressed block shorter than this is bounded by its size
+    with memoryview(frame) as source:
+        while True:
+            if n - pos < 4:
+                return None
+            (word,) = unpack(frame, pos)
+            pos += 4
+            if word == 0:
+                break
+            size = word & ~_STORED_RAW
+            if size > block_max or n - pos < size + tail:
+                return None
+            if word & _STORED_RAW:
+                stored.append(len(blocks))
+                bound += size
+            else:
+                bound += block_max if size >= short else size * _LZ4_MAX_RATIO
+            blocks.append(source[pos : pos + size])
+            pos += size + tail
+        if (n - pos != 4) if content_checksum else (pos != n):
             return None
-        (word,) = unpack(frame, pos)
-        pos += 4
-        if word == 0:
-            break
-        size = word & ~_STORED_RAW
-        if size > block_max or n - pos < size + tail:
-            return None
-        blocks.append((pos, size, word & _STORED_RAW))
-        bound += size if word & _STORED_RAW else min(block_max, size * _LZ4_MAX_RATIO)
-        pos += size + tail
-    if (n - pos != 4) if content_checksum else (pos != n):
-        return None
-    out = allocate(min(bound, limit))
-    at = 0
-    cap = len(out)
-    try:
-        with memoryview(frame) as source, memoryview(out) as target:
-            for start, size, stored in blocks:
-                if stored:
-                    if at + size > cap:
-                        return None
-                    target[at : at + size] = source[start : start + size]
-                    at += size
+        out = allocate(min(bound, limit))
+        at = 0
+        cap = len(out)
+        try:
+            with memoryview(out) as target:
+                if not stored:
+                    for block in blocks:
+                        at += _block_into(block, target[at : at + block_max])
                 else:
-                    at += _block_into(source[start : start + size], target[at : min(at + block_max, cap)])
-    except Exception:  # a corrupt block, or one that would cross the limit: the slow path says which
-        return None
+                    raw = set(stored)
+                    for index, block in enumerate(blocks):
+                        if index in raw:
+                            size = len(block)
+                            if at + size > cap:
+                                return None
+                            target[at : at + size] = block
+                            at += size
+                        else:
+                            at += _block_into(block, target[at : at + block_max])
+        except Exception:  # a corrupt block, or one that would cross the limit: the slow path says which
+            return None
     if at != cap:
         del out[at:]
     return out
