@@ -111,6 +111,21 @@ def test_lz4_frames_from_either_block_compressor(monkeypatch):
     assert [f[:7] for f in frames[:half]] == [f[:7] for f in frames[half:]]
 
 
+def test_lz4_frame_of_pieces_is_the_frame_of_their_join(monkeypatch):
+    # compress_pieces frames the 64 KiB windows of the joined pieces without joining them: the same bytes
+    # as compress() of the join (the compiled twin's path), for windows inside one piece, across many, at
+    # piece boundaries that fall on a window's edge, and empty pieces; with either block compressor
+    blob = DATA * 12  # ~600 KB
+    cases = [[], [b""], [blob], [blob[:65536], blob[65536:]], [blob[:10], b"", blob[10:65546], blob[65546:]],
+             [blob[i : i + 9000] for i in range(0, len(blob), 9000)], [blob[:65535], blob[65535:65537], b"x"]]
+    for compressor in (lz4_frame._lz4_block_compress, None):
+        monkeypatch.setattr(lz4_frame, "_lz4_block_compress", compressor)
+        for pieces in cases:
+            data = b"".join(pieces)
+            for magic in (0, 2):
+                assert bytes(compression.compress_pieces(3, pieces, len(data), magic=magic)) == compression.compress(3, data, magic=magic)
+
+
 def test_compress_pieces_is_compress_of_the_joined_pieces(monkeypatch):
     # zstd streams the pieces through the zstandard package when installed (else joins them for cramjam):
     # one frame that states its size, the frame cramjam writes for the joined pieces (the compiled twin's),
