@@ -1,6 +1,6 @@
 """The compression codecs of Kafka records: gzip (zlib), snappy (xerial framing or raw, via cramjam), lz4
-(Kafka framing), zstd (magic 2 only; cramjam, or the zstandard package when it is installed
-for the pure twin's batches).
+(Kafka framing, see lz4_frame: blocks compressed by the lz4 package when it is installed, else cramjam),
+zstd (magic 2 only; cramjam, or the zstandard package when it is installed for the pure twin's batches).
 
 Both backends call these once per compressed wrapper or batch, so they stay in Python.  Every decompressor is capped
 by ``limit`` (the caller's ``max_decompressed_size``) and turns every codec failure into a
