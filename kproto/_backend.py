@@ -49,7 +49,7 @@ def _load_fast() -> Optional[ModuleType]:
             raise FastPathMissingError(f"KPROTO_REQUIRE_FAST=1 but {_FAST_RECORDS} does not import: {exc}") from exc
         warnings.warn(
             f"kproto's Cython extension is unavailable ({exc}); using the pure-Python implementation, "
-            "which is several times slower (install the `kproto[pure]` extra for the C CRC-32C and zstd it "
+            "which is several times slower (install the `kproto[pure]` extra for the C CRC-32C, zstd and lz4 it "
             "calls). Build it with `python setup.py build_ext --inplace`, or set KPROTO_PURE=1 to choose the "
             "pure path explicitly.",
             FastPathUnavailableWarning,
