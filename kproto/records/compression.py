@@ -133,7 +133,7 @@ def decompress_buffer(codec: int, payload: bytes, *, magic: int, limit: int, pos
 # corrupt frame) goes to the cramjam path, whose results and errors are the contract.
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _zstd_into = cramjam.zstd.decompress_into
-try:
+try:  # optional (the pure extra): decompression of frames that state their size, and compress_pieces
     import zstandard as _zstandard
 except ImportError:  # pragma: no cover - an optional speed-up
     _zstandard = None  # type: ignore[assignment]
@@ -148,11 +148,7 @@ _ZSTD_FIRST_GUESS = 8
 # tests/test_records_v2_differential.py).  Not its one-shot compress for compress_buffer: that
 # allocates an output buffer as large as the input, which for a batch of megabytes faults its pages in
 # afresh on every call (10 MB back to back: ~9.8 ms and ~2,700 page faults a call; cramjam ~4.3 ms).
-_ZstdCompressor: "Callable[..., Any] | None"
-try:
-    from zstandard import ZstdCompressor as _ZstdCompressor  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - depends on the environment
-    _ZstdCompressor = None
+_ZstdCompressor: "Callable[..., Any] | None" = None if _zstandard is None else _zstandard.ZstdCompressor
 
 
 def _zstd_compress(data: bytes) -> bytes:
