@@ -28,6 +28,7 @@ from __future__ import annotations
 import struct
 import sys
 import zlib
+from io import BytesIO
 from array import array
 from collections import namedtuple
 from collections.abc import Sequence
@@ -1887,28 +1888,34 @@ def encode_batch(
         raise EncodeError(f"offsets from {base_offset} for {count} records do not fit int64")
     head = _BATCH_HEAD_AFTER_CRC.pack(attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch,
                                       base_sequence, count)
+    parts: List[Any] = pieces
     if codec:
-        pieces = [bytes(compress_pieces(codec, pieces, size, magic=2))]
-        size = len(pieces[0])
+        parts = [compress_pieces(codec, pieces, size, magic=2)]  # bytes or bytearray: the join takes either
+        size = len(parts[0])
     if size + len(head) + 9 > _I32_MAX:
         raise EncodeError("batch larger than 2 GiB")
-    # The CRC runs over the head, then the records; the batch is one join of the pieces.  Large records are
-    # summed where they lie, piece by piece; small ones are first joined (one call per piece would cost
-    # more than copying them), a copy that a batch of large records (several MB) would pay in page faults.
-    crc = crc32c(head)
-    if size >= _CRC_BY_PIECE * len(pieces):
-        add = crc32c_table if _crc32c_c is None else _crc32c_c
-        for piece in pieces:
-            crc = add(piece, crc)
-    else:
-        pieces = [b"".join(pieces)]
-        crc = crc32c(pieces[0], crc)
-    return b"".join((_BATCH_PREFIX.pack(base_offset, size + len(head) + 9, partition_leader_epoch, 2),
-                     _U32.pack(crc), head, *pieces))
+    parts[:0] = (_BATCH_PREFIX.pack(base_offset, size + len(head) + 9, partition_leader_epoch, 2), _NO_CRC, head)
+    return _joined_with_crc(parts)
 
 
-#: Average piece size from which a batch's CRC is summed piece by piece rather than over a joined copy.
-_CRC_BY_PIECE = 256
+_NO_CRC = bytes(4)
+
+
+def _joined_with_crc(pieces: List[Any]) -> bytes:
+    """The batch ``b"".join(pieces)`` with its CRC-32C written over the 4 bytes at :data:`BATCH_CRC_AT`
+    (which the pieces leave for it), in the joined bytes themselves.
+
+    Why this way: the CRC covers the batch from :data:`BATCH_CRC_FROM` on, so it is known only once every
+    piece is; summed piece by piece before the join, it costs a call per piece (~0.15-0.25 us each, 2,000 in
+    a batch of 1,000 large records: ~40% on top of the CRC itself), and summed over a joined copy of the
+    records it costs a second copy of megabytes.  ``BytesIO`` takes a ``bytes`` without copying it, gives a
+    writable view of it while nothing else holds it (``getbuffer``) and hands the same object back from
+    ``getvalue`` once the view is released (CPython; elsewhere it may copy, which changes the cost only), so
+    the CRC is one call over the joined batch where it lies."""
+    out = BytesIO(b"".join(pieces))  # no other reference to the join, or getbuffer would copy it
+    with out.getbuffer() as view:
+        _U32.pack_into(view, BATCH_CRC_AT, crc32c(view[BATCH_CRC_FROM:]))
+    return out.getvalue()
 
 
 _U32 = struct.Struct(">I")
