@@ -1447,17 +1447,20 @@ def _zigzag(value: int) -> bytes:
 _SMALL_VARINTS = [bytes((i,)) for i in range(128)]
 
 
-def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[List[bytes], int, int, int, int]:
+def encode_batch_records(records: Iterable[Any], now: int,
+                         few_pieces: bool = False) -> Tuple[List[bytes], int, int, int, int]:
     """The record section of a batch: (its pieces, to be joined, their total size, count, base timestamp,
     max timestamp).
 
     Deltas are taken from the first record's timestamp, as Kafka's producers write them.  The records are
     encoded a column at a time (:func:`_encode_columns`) when they are all plain tuples of one shape, else
     one at a time (:func:`_encode_rows`), which also gives every error; both write the same bytes.
+    ``few_pieces``: for a consumer that pays a call per piece (a streaming compressor), the small pieces are
+    joined first (see :func:`_encode_columns`); else they are left for the caller's one join.
     """
     items = records if type(records) is list else list(records)
     try:
-        fast = _encode_columns(items, now)
+        fast = _encode_columns(items, now, few_pieces)
     except Exception:  # whatever stopped it, the row encoder meets too, and reports
         fast = None
     return fast or _encode_rows(items, now)
@@ -1513,7 +1516,8 @@ class _Parts:
         self.largest += largest
 
 
-def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], int, int, int, int]]:
+def _encode_columns(items: List[Any], now: int,
+                    few_pieces: bool = False) -> Optional[Tuple[List[bytes], int, int, int, int]]:
     """:func:`_encode_rows` for a list of ``(key, value[, timestamp[, headers]])`` tuples of one length with
     ``bytes``/``None`` keys and values, ``int``/``None`` timestamps and headers of ``(str, bytes | None)``
     pairs; ``None`` for anything else (or anything it does not take), which is left to :func:`_encode_rows`
@@ -1526,8 +1530,11 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
     (a null key, values of one size, a batch's one header name) is a single piece every record shares.
     Each record's length is a sum of the widths that differ between records (``map(add, ...)``).  A batch
     of small records is then ONE ``b"".join`` of all its pieces, laid into a list a column at a time by
-    slice assignment (``pieces[j::k] = column``); a join per record would cost more than its pieces.  Large
-    ones keep their keys and values as pieces (see :func:`_pieces_between`).  A few dozen lines run per
+    slice assignment (``pieces[j::k] = column``); a join per record would cost more than its pieces.  That
+    list is what the section is when the caller joins it with the rest of the batch at once (its CRC is
+    then one call over the joined batch, see :func:`_joined_with_crc`).  With ``few_pieces`` (a consumer
+    that pays a call per piece), a batch of small records is joined into one ``bytes`` and one of large
+    records keeps its keys and values as pieces (see :func:`_pieces_between`).  A few dozen lines run per
     batch, none per record; every pass over the records costs ~20 ns a record, so passes are what is
     counted here.  The bytes are those :func:`_encode_rows` writes.
     """
@@ -1594,10 +1601,13 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
         if largest > _I32_MAX:
             return None
     prefixes = list(map(table.__getitem__, lengths) if largest < top else map(_zigzag, lengths))
+    columns = [prefixes, *parts.parts]
+    if not few_pieces:
+        return _interleave(columns, count), sum(lengths) + sum(map(len, prefixes)), count, base_ts, max_ts
     if largest_key + largest_value < _JOIN_RECORDS_BELOW:
-        joined = b"".join(_interleave([prefixes, *parts.parts], count))
+        joined = b"".join(_interleave(columns, count))
         return [joined], len(joined), count, base_ts, max_ts
-    pieces = _pieces_between([prefixes, *parts.parts], [i + 1 for i in parts.apart], count)
+    pieces = _pieces_between(columns, [i + 1 for i in parts.apart], count)
     return pieces, sum(map(len, pieces)), count, base_ts, max_ts
 
 
@@ -1881,7 +1891,7 @@ def encode_batch(
     attributes: int, partition_leader_epoch: int, now: int,
 ) -> bytes:
     """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
-    pieces, size, count, base_ts, max_ts = encode_batch_records(records, now)
+    pieces, size, count, base_ts, max_ts = encode_batch_records(records, now, few_pieces=bool(codec))
     if not count:
         return b""
     if count - 1 > _I64_MAX - base_offset:
