@@ -101,6 +101,29 @@ def test_the_column_encoder_takes_the_usual_shapes_and_large_batches():
         assert b"".join(columns[0]) == b"".join(_pure._encode_rows(items, 10**12)[0])
 
 
+class _Str(str):
+    pass
+
+
+def test_the_column_encoder_takes_one_header_name_by_identity_and_checks_the_others():
+    # one header a record: a name that is one object in every record is type-checked once; names that are
+    # equal but not the same object, several names, a str subclass (which the row encoder refuses) and a
+    # header that is not a pair take the checks of every name
+    made = ["".join(("tr", "ace")) for _ in range(4)]
+    for names in (["trace"] * 4, made, ["a", "b", "a", "c"], ["trace", "trace", _Str("trace"), "trace"],
+                  [_Str("trace")] * 4):
+        items = [(None, b"v%d" % i, 7 + i, [(name, None if i == 1 else b"h%d" % i)]) for i, name in enumerate(names)]
+        try:
+            rows = _pure._encode_rows(items, 0)
+        except _pure.EncodeError:
+            rows = None
+        columns = _pure._encode_columns(items, 0)
+        assert (columns is None) == (rows is None)
+        if columns is not None:
+            assert (b"".join(columns[0]),) + columns[1:] == (b"".join(rows[0]),) + rows[1:]
+    assert _pure._encode_columns([(None, b"v", 7, [("trace", b"h", b"extra")])], 0) is None
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 6), st.sampled_from([None, b"k", b"K" * 1500]), st.sampled_from([b"v" * 1100, b"w" * 3000, None]),
        st.booleans(), st.sampled_from([[], [("trace", b"12345678")], [("t", None), ("u", b"x" * 200)]]), st.booleans())

@@ -1719,12 +1719,19 @@ def _header_parts(headers: List[Any], count: int, table: List[bytes], widths: Li
         except ValueError:
             pairs = None
     if pairs is not None and set(map(type, pairs)) == _TUPLE_TYPE:
-        try:
-            names = [name for name, _ in pairs]  # and that each is a pair
+        first = pairs[0][0] if len(pairs[0]) == 2 else None
+        try:  # one pass that checks that each is a pair and takes the values of those named by ``first``
+            values = [value for name, value in pairs if name is first]
         except ValueError:
             return False
-        if set(map(type, names)) != _STR_TYPE:
-            return False
+        if len(values) == count and type(first) is str:
+            # every name is that one object (a literal, or a string the producer keeps): one type to check
+            names: Sequence[str] = (first,)
+        else:
+            names = [name for name, _ in pairs]
+            if set(map(type, names)) != _STR_TYPE:
+                return False
+            values = list(map(itemgetter(1), pairs))
         prefixed = {}
         for name in set(names):
             try:
@@ -1737,7 +1744,7 @@ def _header_parts(headers: List[Any], count: int, table: List[bytes], widths: Li
         else:
             sections = list(map(prefixed.__getitem__, names))
             parts.each(sections, list(map(len, sections)), max(map(len, prefixed.values())))
-        return _binary_part(list(map(itemgetter(1), pairs)), count, table, widths, parts) is not None
+        return _binary_part(values, count, table, widths, parts) is not None
     try:
         sections = [_header_section(h, index) for index, h in enumerate(headers)]
     except EncodeError:
