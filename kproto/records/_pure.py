@@ -19,8 +19,9 @@ all live at once: each field is its own ``iter_unpack``, not one split by ``tee`
 records' values alive).  The buffer a batch is decompressed into is reused by the next batch once nothing
 holds it (:func:`_decompression_buffer`), which saves zero filling it.  Encoding: :func:`_encode_columns`
 encodes plain tuples of one shape a column at a time with C-level loops (``zip``, ``map``, ``b"".join``);
-anything else, and every error, goes through :func:`_encode_rows`.  ``tests/test_records_pure_fast_paths.py`` holds each fast path to
-its careful one.
+anything else, and every error, goes through :func:`_encode_rows`; a batch is one ``b"".join`` and its CRC
+one call over the joined bytes, written in place (:func:`_joined_with_crc`).
+``tests/test_records_pure_fast_paths.py`` holds each fast path to its careful one.
 """
 
 from __future__ import annotations
@@ -1466,8 +1467,9 @@ def encode_batch_records(records: Iterable[Any], now: int,
     return fast or _encode_rows(items, now)
 
 
-#: Records whose key and value are shorter than this together are encoded into one ``bytes`` (the record
-#: section); from this size on, keys and values stay pieces of their own (see :func:`_pieces_between`).
+#: With ``few_pieces``: records whose key and value are shorter than this together are encoded into one
+#: ``bytes`` (the record section); from this size on, keys and values stay pieces of their own (see
+#: :func:`_pieces_between`).
 _JOIN_RECORDS_BELOW = 2048
 
 _NONE_TYPE, _BYTES_TYPE, _TUPLE_TYPE, _INT_TYPE, _STR_TYPE = {type(None)}, {bytes}, {tuple}, {int}, {str}
@@ -1644,9 +1646,10 @@ def _pieces_between(columns: List[Any], apart: List[int], count: int) -> List[by
     each run of small pieces between two of them joined, across records too: the end of a record (its
     headers) with the start of the next (length, attributes, deltas, key and value lengths).
 
-    Why: the batch CRC is summed over the pieces where they lie (no copy of megabytes of records), a call
-    per piece at ~0.1-0.25 us; a dozen pieces a record cost more than the CRC of a 10 KB value.  Joined
-    runs leave two pieces a record for one large column (value), four for two (key and value)."""
+    Why: a streaming compressor takes the pieces a call each (~0.1-0.25 us a call), so a dozen pieces a
+    record would add microseconds a record, and joining the whole section first would cost a copy of
+    megabytes.  Joined runs leave two pieces a record for one large column (value), four for two
+    (key and value).  (An uncompressed batch takes every piece as it is: see :func:`_joined_with_crc`.)"""
     first, last = apart[0], apart[-1]
     head, tail = columns[:first], columns[last + 1 :]
     width = len(tail) + len(head)
