@@ -82,13 +82,15 @@ def test_the_column_encoder_writes_what_the_row_encoder_writes(items):
         rows = _pure._encode_rows(items, 1234)
     except _pure.EncodeError:
         rows = None  # bad input: the column encoder must have given up
-    try:
-        columns = _pure._encode_columns(items, 1234)
-    except Exception:
-        columns = None  # encode_batch_records leaves such input to the row encoder
-    if columns is not None:
-        assert rows is not None
-        assert (b"".join(columns[0]),) + columns[1:] == (b"".join(rows[0]),) + rows[1:]
+    for few_pieces in (False, True):  # pieces for one join of the batch, or for a streaming compressor
+        try:
+            columns = _pure._encode_columns(items, 1234, few_pieces)
+        except Exception:
+            columns = None  # encode_batch_records leaves such input to the row encoder
+        if columns is not None:
+            assert rows is not None
+            assert (b"".join(columns[0]),) + columns[1:] == (b"".join(rows[0]),) + rows[1:]
+            assert sum(map(len, columns[0])) == columns[1]
 
 
 def test_the_column_encoder_takes_the_usual_shapes_and_large_batches():
@@ -99,20 +101,44 @@ def test_the_column_encoder_takes_the_usual_shapes_and_large_batches():
         assert b"".join(columns[0]) == b"".join(_pure._encode_rows(items, 10**12)[0])
 
 
+class _Str(str):
+    pass
+
+
+def test_the_column_encoder_takes_one_header_name_by_identity_and_checks_the_others():
+    # one header a record: a name that is one object in every record is type-checked once; names that are
+    # equal but not the same object, several names, a str subclass (which the row encoder refuses) and a
+    # header that is not a pair take the checks of every name
+    made = ["".join(("tr", "ace")) for _ in range(4)]
+    for names in (["trace"] * 4, made, ["a", "b", "a", "c"], ["trace", "trace", _Str("trace"), "trace"],
+                  [_Str("trace")] * 4):
+        items = [(None, b"v%d" % i, 7 + i, [(name, None if i == 1 else b"h%d" % i)]) for i, name in enumerate(names)]
+        try:
+            rows = _pure._encode_rows(items, 0)
+        except _pure.EncodeError:
+            rows = None
+        columns = _pure._encode_columns(items, 0)
+        assert (columns is None) == (rows is None)
+        if columns is not None:
+            assert (b"".join(columns[0]),) + columns[1:] == (b"".join(rows[0]),) + rows[1:]
+    assert _pure._encode_columns([(None, b"v", 7, [("trace", b"h", b"extra")])], 0) is None
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 6), st.sampled_from([None, b"k", b"K" * 1500]), st.sampled_from([b"v" * 1100, b"w" * 3000, None]),
        st.booleans(), st.sampled_from([[], [("trace", b"12345678")], [("t", None), ("u", b"x" * 200)]]), st.booleans())
 def test_the_column_encoder_lays_out_large_records_as_the_row_encoder(count, key, value, varying, hdrs, same_ts):
-    # large keys/values stay pieces of their own, the small pieces between them joined across records: the
-    # joined pieces are what the row encoder writes, whatever the pieces (one or two large columns, null or
-    # constant-length ones, records of one length or not, one header or several)
+    # every piece as it is (for the batch's one join), or (for a streaming compressor) large keys/values as
+    # pieces of their own and the small pieces between them joined across records: the joined pieces are
+    # what the row encoder writes, whatever the pieces (one or two large columns, null or constant-length
+    # ones, records of one length or not, one header or several), and the size is theirs
     items = [(key, None if value is None and i % 2 else (value or b"n" * 1024)[: len(value or b"n" * 1024) - (i if varying else 0)],
               5 if same_ts else 10**6 * i, hdrs) for i in range(count)]
-    columns = _pure._encode_columns(items, 0)
-    assert columns is not None
     rows = _pure._encode_rows(items, 0)
-    assert (b"".join(columns[0]),) + columns[1:] == (b"".join(rows[0]),) + rows[1:]
-    if len(columns[0]) > 1:  # the large path: the CRC is summed over these pieces
+    for few_pieces in (False, True):
+        columns = _pure._encode_columns(items, 0, few_pieces)
+        assert columns is not None
+        assert (b"".join(columns[0]),) + columns[1:] == (b"".join(rows[0]),) + rows[1:]
         assert sum(map(len, columns[0])) == columns[1]
 
 

@@ -19,8 +19,9 @@ all live at once: each field is its own ``iter_unpack``, not one split by ``tee`
 records' values alive).  The buffer a batch is decompressed into is reused by the next batch once nothing
 holds it (:func:`_decompression_buffer`), which saves zero filling it.  Encoding: :func:`_encode_columns`
 encodes plain tuples of one shape a column at a time with C-level loops (``zip``, ``map``, ``b"".join``);
-anything else, and every error, goes through :func:`_encode_rows`.  ``tests/test_records_pure_fast_paths.py`` holds each fast path to
-its careful one.
+anything else, and every error, goes through :func:`_encode_rows`; a batch is one ``b"".join`` and its CRC
+one call over the joined bytes, written in place (:func:`_joined_with_crc`).
+``tests/test_records_pure_fast_paths.py`` holds each fast path to its careful one.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import struct
 import sys
 import zlib
+from io import BytesIO
 from array import array
 from collections import namedtuple
 from collections.abc import Sequence
@@ -1446,24 +1448,28 @@ def _zigzag(value: int) -> bytes:
 _SMALL_VARINTS = [bytes((i,)) for i in range(128)]
 
 
-def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[List[bytes], int, int, int, int]:
+def encode_batch_records(records: Iterable[Any], now: int,
+                         few_pieces: bool = False) -> Tuple[List[bytes], int, int, int, int]:
     """The record section of a batch: (its pieces, to be joined, their total size, count, base timestamp,
     max timestamp).
 
     Deltas are taken from the first record's timestamp, as Kafka's producers write them.  The records are
     encoded a column at a time (:func:`_encode_columns`) when they are all plain tuples of one shape, else
     one at a time (:func:`_encode_rows`), which also gives every error; both write the same bytes.
+    ``few_pieces``: for a consumer that pays a call per piece (a streaming compressor), the small pieces are
+    joined first (see :func:`_encode_columns`); else they are left for the caller's one join.
     """
     items = records if type(records) is list else list(records)
     try:
-        fast = _encode_columns(items, now)
+        fast = _encode_columns(items, now, few_pieces)
     except Exception:  # whatever stopped it, the row encoder meets too, and reports
         fast = None
     return fast or _encode_rows(items, now)
 
 
-#: Records whose key and value are shorter than this together are encoded into one ``bytes`` (the record
-#: section); from this size on, keys and values stay pieces of their own (see :func:`_pieces_between`).
+#: With ``few_pieces``: records whose key and value are shorter than this together are encoded into one
+#: ``bytes`` (the record section); from this size on, keys and values stay pieces of their own (see
+#: :func:`_pieces_between`).
 _JOIN_RECORDS_BELOW = 2048
 
 _NONE_TYPE, _BYTES_TYPE, _TUPLE_TYPE, _INT_TYPE, _STR_TYPE = {type(None)}, {bytes}, {tuple}, {int}, {str}
@@ -1512,7 +1518,8 @@ class _Parts:
         self.largest += largest
 
 
-def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], int, int, int, int]]:
+def _encode_columns(items: List[Any], now: int,
+                    few_pieces: bool = False) -> Optional[Tuple[List[bytes], int, int, int, int]]:
     """:func:`_encode_rows` for a list of ``(key, value[, timestamp[, headers]])`` tuples of one length with
     ``bytes``/``None`` keys and values, ``int``/``None`` timestamps and headers of ``(str, bytes | None)``
     pairs; ``None`` for anything else (or anything it does not take), which is left to :func:`_encode_rows`
@@ -1525,8 +1532,11 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
     (a null key, values of one size, a batch's one header name) is a single piece every record shares.
     Each record's length is a sum of the widths that differ between records (``map(add, ...)``).  A batch
     of small records is then ONE ``b"".join`` of all its pieces, laid into a list a column at a time by
-    slice assignment (``pieces[j::k] = column``); a join per record would cost more than its pieces.  Large
-    ones keep their keys and values as pieces (see :func:`_pieces_between`).  A few dozen lines run per
+    slice assignment (``pieces[j::k] = column``); a join per record would cost more than its pieces.  That
+    list is what the section is when the caller joins it with the rest of the batch at once (its CRC is
+    then one call over the joined batch, see :func:`_joined_with_crc`).  With ``few_pieces`` (a consumer
+    that pays a call per piece), a batch of small records is joined into one ``bytes`` and one of large
+    records keeps its keys and values as pieces (see :func:`_pieces_between`).  A few dozen lines run per
     batch, none per record; every pass over the records costs ~20 ns a record, so passes are what is
     counted here.  The bytes are those :func:`_encode_rows` writes.
     """
@@ -1593,10 +1603,13 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
         if largest > _I32_MAX:
             return None
     prefixes = list(map(table.__getitem__, lengths) if largest < top else map(_zigzag, lengths))
+    columns = [prefixes, *parts.parts]
+    if not few_pieces:
+        return _interleave(columns, count), sum(lengths) + sum(map(len, prefixes)), count, base_ts, max_ts
     if largest_key + largest_value < _JOIN_RECORDS_BELOW:
-        joined = b"".join(_interleave([prefixes, *parts.parts], count))
+        joined = b"".join(_interleave(columns, count))
         return [joined], len(joined), count, base_ts, max_ts
-    pieces = _pieces_between([prefixes, *parts.parts], [i + 1 for i in parts.apart], count)
+    pieces = _pieces_between(columns, [i + 1 for i in parts.apart], count)
     return pieces, sum(map(len, pieces)), count, base_ts, max_ts
 
 
@@ -1633,9 +1646,10 @@ def _pieces_between(columns: List[Any], apart: List[int], count: int) -> List[by
     each run of small pieces between two of them joined, across records too: the end of a record (its
     headers) with the start of the next (length, attributes, deltas, key and value lengths).
 
-    Why: the batch CRC is summed over the pieces where they lie (no copy of megabytes of records), a call
-    per piece at ~0.1-0.25 us; a dozen pieces a record cost more than the CRC of a 10 KB value.  Joined
-    runs leave two pieces a record for one large column (value), four for two (key and value)."""
+    Why: a streaming compressor takes the pieces a call each (~0.1-0.25 us a call), so a dozen pieces a
+    record would add microseconds a record, and joining the whole section first would cost a copy of
+    megabytes.  Joined runs leave two pieces a record for one large column (value), four for two
+    (key and value).  (An uncompressed batch takes every piece as it is: see :func:`_joined_with_crc`.)"""
     first, last = apart[0], apart[-1]
     head, tail = columns[:first], columns[last + 1 :]
     width = len(tail) + len(head)
@@ -1708,12 +1722,19 @@ def _header_parts(headers: List[Any], count: int, table: List[bytes], widths: Li
         except ValueError:
             pairs = None
     if pairs is not None and set(map(type, pairs)) == _TUPLE_TYPE:
-        try:
-            names = [name for name, _ in pairs]  # and that each is a pair
+        first = pairs[0][0] if len(pairs[0]) == 2 else None
+        try:  # one pass that checks that each is a pair and takes the values of those named by ``first``
+            values = [value for name, value in pairs if name is first]
         except ValueError:
             return False
-        if set(map(type, names)) != _STR_TYPE:
-            return False
+        if len(values) == count and type(first) is str:
+            # every name is that one object (a literal, or a string the producer keeps): one type to check
+            names: Sequence[str] = (first,)
+        else:
+            names = [name for name, _ in pairs]
+            if set(map(type, names)) != _STR_TYPE:
+                return False
+            values = list(map(itemgetter(1), pairs))
         prefixed = {}
         for name in set(names):
             try:
@@ -1726,7 +1747,7 @@ def _header_parts(headers: List[Any], count: int, table: List[bytes], widths: Li
         else:
             sections = list(map(prefixed.__getitem__, names))
             parts.each(sections, list(map(len, sections)), max(map(len, prefixed.values())))
-        return _binary_part(list(map(itemgetter(1), pairs)), count, table, widths, parts) is not None
+        return _binary_part(values, count, table, widths, parts) is not None
     try:
         sections = [_header_section(h, index) for index, h in enumerate(headers)]
     except EncodeError:
@@ -1880,35 +1901,41 @@ def encode_batch(
     attributes: int, partition_leader_epoch: int, now: int,
 ) -> bytes:
     """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
-    pieces, size, count, base_ts, max_ts = encode_batch_records(records, now)
+    pieces, size, count, base_ts, max_ts = encode_batch_records(records, now, few_pieces=bool(codec))
     if not count:
         return b""
     if count - 1 > _I64_MAX - base_offset:
         raise EncodeError(f"offsets from {base_offset} for {count} records do not fit int64")
     head = _BATCH_HEAD_AFTER_CRC.pack(attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch,
                                       base_sequence, count)
+    parts: List[Any] = pieces
     if codec:
-        pieces = [bytes(compress_pieces(codec, pieces, size, magic=2))]
-        size = len(pieces[0])
+        parts = [compress_pieces(codec, pieces, size, magic=2)]  # bytes or bytearray: the join takes either
+        size = len(parts[0])
     if size + len(head) + 9 > _I32_MAX:
         raise EncodeError("batch larger than 2 GiB")
-    # The CRC runs over the head, then the records; the batch is one join of the pieces.  Large records are
-    # summed where they lie, piece by piece; small ones are first joined (one call per piece would cost
-    # more than copying them), a copy that a batch of large records (several MB) would pay in page faults.
-    crc = crc32c(head)
-    if size >= _CRC_BY_PIECE * len(pieces):
-        add = crc32c_table if _crc32c_c is None else _crc32c_c
-        for piece in pieces:
-            crc = add(piece, crc)
-    else:
-        pieces = [b"".join(pieces)]
-        crc = crc32c(pieces[0], crc)
-    return b"".join((_BATCH_PREFIX.pack(base_offset, size + len(head) + 9, partition_leader_epoch, 2),
-                     _U32.pack(crc), head, *pieces))
+    parts[:0] = (_BATCH_PREFIX.pack(base_offset, size + len(head) + 9, partition_leader_epoch, 2), _NO_CRC, head)
+    return _joined_with_crc(parts)
 
 
-#: Average piece size from which a batch's CRC is summed piece by piece rather than over a joined copy.
-_CRC_BY_PIECE = 256
+_NO_CRC = bytes(4)
+
+
+def _joined_with_crc(pieces: List[Any]) -> bytes:
+    """The batch ``b"".join(pieces)`` with its CRC-32C written over the 4 bytes at :data:`BATCH_CRC_AT`
+    (which the pieces leave for it), in the joined bytes themselves.
+
+    Why this way: the CRC covers the batch from :data:`BATCH_CRC_FROM` on, so it is known only once every
+    piece is; summed piece by piece before the join, it costs a call per piece (~0.15-0.25 us each, 2,000 in
+    a batch of 1,000 large records: ~40% on top of the CRC itself), and summed over a joined copy of the
+    records it costs a second copy of megabytes.  ``BytesIO`` takes a ``bytes`` without copying it, gives a
+    writable view of it while nothing else holds it (``getbuffer``) and hands the same object back from
+    ``getvalue`` once the view is released (CPython; elsewhere it may copy, which changes the cost only), so
+    the CRC is one call over the joined batch where it lies."""
+    out = BytesIO(b"".join(pieces))  # no other reference to the join, or getbuffer would copy it
+    with out.getbuffer() as view:
+        _U32.pack_into(view, BATCH_CRC_AT, crc32c(view[BATCH_CRC_FROM:]))
+    return out.getvalue()
 
 
 _U32 = struct.Struct(">I")
