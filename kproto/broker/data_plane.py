@@ -14,7 +14,7 @@ Versions and what each adds here (docs/broker-storage.md has the storage model):
   partition added to its transaction (else INVALID_TXN_STATE, or the fencing error).
 * Fetch v0-v3 get down-converted records (magic 0, then 1); v3+ ``max_bytes`` and the first batch
   whole; v4+ ``last_stable_offset``, and read_committed reads stop there and carry the aborted
-  transactions overlapping the fetched range; below v10 a zstd batch is UNSUPPORTED_COMPRESSION_TYPE; v5+ ``log_start_offset``; v7+ fetch sessions
+  transactions overlapping the fetched range; a zstd batch is UNSUPPORTED_COMPRESSION_TYPE only where it would be down-converted (v0-v3), as Kafka 3.9+ answers; v5+ ``log_start_offset``; v7+ fetch sessions
   are declined -- every answer carries session id 0, so clients keep sending full fetches (a request
   naming a session gets FETCH_SESSION_ID_NOT_FOUND, one with session id 0 and a positive epoch
   INVALID_FETCH_SESSION_EPOCH); v13+ name topics by id (UNKNOWN_TOPIC_ID for an id the cluster does
@@ -80,6 +80,11 @@ SERVED_VERSIONS: Dict[int, Tuple[int, int]] = {
 
 _LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
 _READ_COMMITTED = 1
+# Produce answers that still report the partition's log start offset (v5+): an append the partition itself
+# refused on its producer-state or record checks.  Refusals before the partition is reached (unknown
+# partition, damaged or oversized entries, a codec the version lacks) carry -1, as Kafka's.
+_KEEPS_LOG_START = frozenset({_C.NONE, _C.OUT_OF_ORDER_SEQUENCE_NUMBER, _C.INVALID_PRODUCER_EPOCH,
+                              _C.DUPLICATE_SEQUENCE_NUMBER, _C.INVALID_RECORD, _C.INVALID_TIMESTAMP})
 _LegacyPrepared = Union[ErrorCode, Tuple[bytes, List[BatchHeader]]]
 
 
@@ -145,7 +150,7 @@ class DataPlane:
                     append_time = now
                 answers.setdefault(name, []).append(P(
                     index=part.index, error_code=code, base_offset=base, log_append_time_ms=append_time,
-                    log_start_offset=log.log_start_offset if log is not None and version >= 5 else -1))
+                    log_start_offset=log.log_start_offset if log is not None and version >= 5 and code in _KEEPS_LOG_START else -1))
         finally:
             for lock in locks:
                 lock.release()
@@ -273,19 +278,24 @@ class DataPlane:
                     else:
                         code = _C.UNKNOWN_TOPIC_ID if by_id and name is None else _C.UNKNOWN_TOPIC_OR_PARTITION
                     failed = True
+                    # Kafka names no aborted transactions (an empty list, not null) for an unknown partition.
                     answers.append(P(partition_index=part.partition, error_code=code,
                                      high_watermark=-1 if log is None else log.high_watermark,
                                      log_start_offset=-1 if log is None or version < 5 else log.log_start_offset,
-                                     aborted_transactions=[] if version < 4 else None, records=RecordSet(b"")))
+                                     aborted_transactions=[] if version < 4 or log is None else None,
+                                     records=RecordSet(b"")))
                     continue
                 room = min(part.partition_max_bytes, self.config.max_fetch_bytes, limit - total)
                 whole = self.config.max_fetch_bytes if version >= 3 and total == 0 else 0
                 stable = log.last_stable_offset
                 data = log.read(part.fetch_offset, room, magic=magic, first_whole_limit=whole,
-                                upto=stable if committed else None, zstd_allowed=version >= 10)
+                                upto=stable if committed else None)
+                if isinstance(data, ErrorCode):  # a batch that cannot be down-converted: Kafka says no more
+                    failed = True
+                    answers.append(P(partition_index=part.partition, error_code=data, high_watermark=-1,
+                                     aborted_transactions=[] if version < 4 else None, records=None))
+                    continue
                 code = _C.NONE
-                if isinstance(data, ErrorCode):
-                    code, data, failed = data, b"", True
                 total += len(data)
                 aborted: Optional[List[Any]] = None if version >= 4 else []  # null: read_uncommitted
                 if committed:
@@ -326,7 +336,7 @@ class DataPlane:
                     continue
                 code, timestamp, offset = self._offset_at(log, part.timestamp, version, committed)
                 answers.append(P(partition_index=part.partition_index, error_code=code, timestamp=timestamp,
-                                 offset=offset, leader_epoch=-1))
+                                 offset=offset, leader_epoch=0 if code == _C.NONE else -1))  # as Metadata says
             topics.append(T(name=topic.name, partitions=answers))
         return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 

@@ -1,0 +1,467 @@
+"""How faithfully a broker answers like Apache Kafka: the same request sequences sent to both, compared.
+
+A *scenario* is a function that talks to a broker through a :class:`Session`: it sends requests built with
+kproto's codecs over one or more connections (``session.call``, or ``session.send`` then
+``session.wait`` for requests that block, such as a JoinGroup waiting for the rest of its group) and may
+use what earlier answers said (a member id, a producer id) to build later requests.  :func:`run_scenario`
+runs one scenario against one broker and records every answer with the moment it arrived;
+:func:`compare` lines up two runs of the same scenario and compares the answers field by field.
+
+Before comparing, an answer is flattened into ``path -> value`` pairs (``topics[0].partitions[1].
+error_code``) and what legitimately differs between two brokers is normalised (:func:`normalise`):
+cluster and topic ids, member and producer ids (each replaced by the order in which it first appeared, so
+that "the leader is the member that joined first" still compares), ports, throttle times, error
+message texts (only their presence is compared), fetch session ids and record batches (compared as their
+records' offsets, keys, values, headers and timestamps rather than bytes).  Arrival times are compared
+with a tolerance when the scenario says an answer's timing matters (``session.wait(..., timed=True)``).
+
+:data:`SCENARIOS` is the corpus: the requests real clients sent at their defaults (``tests/golden``),
+and generated sequences over every api the mock broker serves, error paths included.  Each scenario
+names the Kafka release line it is meant for (``"3.9"`` still serves the 0.8/0.9 request versions,
+``"4.1"`` is the modern reference).  ``benchmarks/fidelity.py`` runs the corpus and prints the counts.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from kproto.apis import APIS
+from kproto.connection import ClientConnection, ConnectionClosed, Response
+from kproto.errors import KprotoError
+from kproto.message_base import Message
+from kproto.records import decode_records
+
+__all__ = [
+    "Answer",
+    "Difference",
+    "Scenario",
+    "ScenarioRun",
+    "Session",
+    "Target",
+    "compare",
+    "flatten",
+    "normalise",
+    "run_scenario",
+]
+
+#: Seconds a response may take before the session gives up on it.
+RESPONSE_TIMEOUT = 30.0
+
+
+class FidelityError(KprotoError):
+    """A scenario could not be run against a broker (closed connection, timeout, unknown label)."""
+
+
+@dataclass
+class Answer:
+    """One response: the request it answers, its decoded body as a dict, and when it arrived."""
+
+    label: str
+    api_key: int
+    version: int
+    body: Optional[Dict[str, Any]]  # None: the broker closed the connection instead of answering
+    sent_at: float
+    arrived_at: float
+    timed: bool = False
+
+
+@dataclass
+class Target:
+    """A broker to run scenarios against: its address and how to create a topic on it."""
+
+    name: str
+    address: Tuple[str, int]
+    create_topic: Callable[[str, int], None]
+
+
+class _Conn:
+    def __init__(self, address: Tuple[str, int], client_id: str) -> None:
+        self.sock = socket.create_connection(address, timeout=RESPONSE_TIMEOUT)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.conn = ClientConnection(client_id=client_id)
+        self.ready: List[object] = []
+        self.closed = False
+
+    def receive(self) -> Optional[Response]:
+        while not self.ready:
+            if self.closed:
+                return None
+            try:
+                data = self.sock.recv(1 << 16)
+            except (ConnectionResetError, socket.timeout):
+                data = b""
+            if not data:
+                self.closed = True
+                return None
+            self.ready.extend(self.conn.receive_data(data))
+        event = self.ready.pop(0)
+        if isinstance(event, ConnectionClosed):
+            self.closed = True
+            return None
+        assert isinstance(event, Response)
+        return event
+
+
+class Session:
+    """What a scenario talks through: named connections to one broker, and the answers so far.
+
+    ``prefix`` is unique per scenario run; scenarios name their topics and groups with
+    :meth:`name` so that runs against a broker that keeps state never meet.
+    """
+
+    def __init__(self, target: Target, prefix: str, client_id: str = "kproto-fidelity") -> None:
+        self.target = target
+        self.prefix = prefix
+        self.client_id = client_id
+        self.answers: List[Answer] = []
+        self._conns: Dict[str, _Conn] = {}
+        self._pending: Dict[str, Tuple[str, int, int, float]] = {}
+        self.start = time.monotonic()
+
+    def name(self, suffix: str) -> str:
+        return f"{self.prefix}-{suffix}"
+
+    def create_topic(self, suffix: str, partitions: int = 1) -> str:
+        topic = self.name(suffix)
+        self.target.create_topic(topic, partitions)
+        return topic
+
+    def _conn(self, name: str) -> _Conn:
+        if name not in self._conns:
+            self._conns[name] = _Conn(self.target.address, self.client_id)
+        return self._conns[name]
+
+    def send(self, label: str, message: Message, version: int, conn: str = "main") -> None:
+        """Send without waiting; :meth:`wait` collects the answer."""
+        c = self._conn(conn)
+        sent = c.conn.send(message, version)
+        c.sock.sendall(sent.frame)
+        if sent.expects_response:
+            self._pending[label] = (conn, message.API_KEY, version, time.monotonic())
+
+    def wait(self, label: str, timed: bool = False) -> Optional[Message]:
+        """The answer to the request sent as ``label`` (None when the broker closed the connection)."""
+        try:
+            conn, api_key, version, sent_at = self._pending.pop(label)
+        except KeyError:
+            raise FidelityError(f"no request {label!r} is waiting for an answer") from None
+        response = self._conn(conn).receive()
+        now = time.monotonic()
+        message = None if response is None else response.message
+        body = None if message is None else message.to_dict()
+        self.answers.append(Answer(label, api_key, version, body, sent_at - self.start, now - self.start, timed))
+        return message
+
+    def call(self, label: str, message: Message, version: int, conn: str = "main") -> Any:
+        """Send and wait."""
+        self.send(label, message, version, conn)
+        return self.wait(label)
+
+    def close(self, conn: Optional[str] = None) -> None:
+        for name in [conn] if conn else list(self._conns):
+            c = self._conns.pop(name, None)
+            if c is not None:
+                c.sock.close()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A request sequence: ``run(session)`` sends it; ``kafka`` is the release line it is meant for."""
+
+    name: str
+    kafka: str
+    run: Callable[[Session], None]
+    #: Arrival times of timed answers may differ by this many seconds.
+    tolerance_s: float = 0.5
+
+
+@dataclass
+class ScenarioRun:
+    scenario: str
+    target: str
+    answers: List[Answer]
+    error: Optional[str] = None
+
+
+def run_scenario(scenario: Scenario, target: Target, prefix: Optional[str] = None) -> ScenarioRun:
+    """Run ``scenario`` against ``target``; a scenario that fails is recorded with its error, not raised."""
+    session = Session(target, prefix or f"fid-{scenario.name}-{uuid.uuid4().hex[:6]}")
+    error = None
+    try:
+        scenario.run(session)
+    except Exception as exc:  # the comparison reports it as a whole-scenario difference
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        session.close()
+    return ScenarioRun(scenario.name, target.name, session.answers, error)
+
+
+# ------------------------------------------------------------------------------------------ normalising
+
+#: Fields that differ between any two brokers and are left out of the comparison.
+DROPPED = frozenset({
+    "throttle_time_ms", "cluster_id", "port", "host", "rack", "log_append_time_ms",
+    # Free text: Kafka explains many answers (even successes) in words of its own.
+    "error_message",
+})
+#: Lists whose order carries no meaning (Kafka answers from hash maps): sorted by these keys first.
+_ORDER_KEYS = ("partition_index", "partition", "group_id", "name", "topic", "api_key", "node_id", "key")
+#: Identifiers a broker makes up: compared as "the n-th distinct value seen in this run".
+SYMBOLIC = frozenset({
+    "member_id", "leader", "producer_id", "topic_id", "session_id", "transactional_id_hint",
+})
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+class _Symbols:
+    def __init__(self) -> None:
+        self.seen: Dict[Tuple[str, Any], str] = {}
+
+    def __call__(self, kind: str, value: Any) -> Any:
+        if value in (None, "", -1, 0, _ZERO_UUID):
+            return value
+        key = (kind, value)
+        if key not in self.seen:
+            self.seen[key] = f"<{kind}#{sum(1 for k in self.seen if k[0] == kind)}>"
+        return self.seen[key]
+
+
+def _records_summary(raw: Any) -> Any:
+    if raw is None:
+        return None
+    data = bytes(raw)
+    if not data:
+        return []
+    try:
+        decoded = decode_records(data)
+    except KprotoError as exc:
+        return f"<undecodable: {type(exc).__name__}>"
+    return [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers), bool(r.is_control)) for r in decoded]
+
+
+def _ordered(items: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    for key in _ORDER_KEYS:
+        if key in items[0]:
+            return sorted(items, key=lambda item: repr(item.get(key)))
+    return items
+
+
+def flatten(value: Any, path: str = "") -> Iterator[Tuple[str, str, Any]]:
+    """(path, leaf field name, value) for every leaf of a ``to_dict`` tree."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _flatten_field(key, item, f"{path}.{key}" if path else key)
+    elif isinstance(value, list) and value and isinstance(value[0], dict):
+        yield path, path.rsplit(".", 1)[-1], len(value)
+        for i, item in enumerate(value):
+            yield from flatten(item, f"{path}[{i}]")
+    else:
+        yield path, path.rsplit(".", 1)[-1], value
+
+
+def _flatten_field(key: str, item: Any, path: str) -> Iterator[Tuple[str, str, Any]]:
+    if key == "records":
+        yield path, key, _records_summary(item)
+    elif isinstance(item, (dict, list)) and item and (isinstance(item, dict) or isinstance(item[0], dict)):
+        if isinstance(item, list):
+            yield path, key, len(item)
+            for i, sub in enumerate(_ordered(item)):
+                yield from flatten(sub, f"{path}[{i}]")
+        else:
+            yield from flatten(item, path)
+    else:
+        yield path, key, item
+
+
+def normalise(body: Optional[Mapping[str, Any]], symbols: Callable[[str, Any], Any]) -> Dict[str, Any]:
+    """``path -> value`` of one answer, with what legitimately differs between brokers normalised."""
+    if body is None:
+        return {"<connection closed>": True}
+    out: Dict[str, Any] = {}
+    for path, name, value in flatten(dict(body)):
+        if name in DROPPED:
+            continue
+        if name in SYMBOLIC:
+            value = symbols(name, value)
+        elif name == "members" and isinstance(value, list):
+            value = [symbols("member_id", v) for v in value]
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            value = bytes(value).hex()
+        elif isinstance(value, uuid.UUID):
+            value = str(value)
+        out[path] = value
+    return out
+
+
+# -------------------------------------------------------------------------------------------- comparing
+
+@dataclass
+class Difference:
+    scenario: str
+    label: str
+    api: str
+    version: int
+    path: str
+    kafka: Any
+    mock: Any
+
+    def key(self) -> Tuple[str, str, str]:
+        """What a documented difference is matched on: scenario, answer label, field path."""
+        return (self.scenario, self.label, self.path)
+
+
+@dataclass
+class Comparison:
+    """Per api name: fields compared and fields that agree; and every difference."""
+
+    compared: Dict[str, int] = field(default_factory=dict)
+    agreed: Dict[str, int] = field(default_factory=dict)
+    differences: List[Difference] = field(default_factory=list)
+
+    def add(self, other: "Comparison") -> None:
+        for api, n in other.compared.items():
+            self.compared[api] = self.compared.get(api, 0) + n
+            self.agreed[api] = self.agreed.get(api, 0) + other.agreed.get(api, 0)
+        self.differences.extend(other.differences)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "apis": {api: {"compared": n, "agreed": self.agreed.get(api, 0)} for api, n in sorted(self.compared.items())},
+            "differences": [
+                {"scenario": d.scenario, "label": d.label, "api": d.api, "version": d.version, "path": d.path,
+                 "kafka": _jsonable(d.kafka), "mock": _jsonable(d.mock)} for d in self.differences],
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=repr))
+
+
+def _api_name(api_key: int) -> str:
+    info = APIS.get(api_key)
+    return info.name if info is not None else str(api_key)
+
+
+def compare(scenario: Scenario, kafka: ScenarioRun, mock: ScenarioRun) -> Comparison:
+    """Compare two runs of ``scenario`` answer by answer and field by field."""
+    result = Comparison()
+    if kafka.error or mock.error:
+        if kafka.error != mock.error:
+            result.differences.append(Difference(scenario.name, "<run>", "<run>", 0, "error", kafka.error, mock.error))
+    k_symbols, m_symbols = _Symbols(), _Symbols()
+    k_answers = {a.label: a for a in kafka.answers}
+    m_answers = {a.label: a for a in mock.answers}
+    for label in list(dict.fromkeys([a.label for a in kafka.answers] + [a.label for a in mock.answers])):
+        ka, ma = k_answers.get(label), m_answers.get(label)
+        ref = ka or ma
+        assert ref is not None
+        api = _api_name(ref.api_key)
+        k_fields = normalise(ka.body, k_symbols) if ka else {"<no answer>": True}
+        m_fields = normalise(ma.body, m_symbols) if ma else {"<no answer>": True}
+        if ka is not None and ma is not None and ref.timed:
+            k_fields["<arrival s>"] = round(ka.arrived_at - ka.sent_at, 1)
+            m_fields["<arrival s>"] = round(ma.arrived_at - ma.sent_at, 1)
+        for path in dict.fromkeys(list(k_fields) + list(m_fields)):
+            kv, mv = k_fields.get(path, "<absent>"), m_fields.get(path, "<absent>")
+            result.compared[api] = result.compared.get(api, 0) + 1
+            same = kv == mv
+            if path == "<arrival s>" and isinstance(kv, float) and isinstance(mv, float):
+                same = abs(kv - mv) <= scenario.tolerance_s
+            if same:
+                result.agreed[api] = result.agreed.get(api, 0) + 1
+            else:
+                result.differences.append(Difference(scenario.name, label, api, ref.version, path, kv, mv))
+    return result
+
+
+def run_pair(scenario: Scenario, kafka: Target, mock: Target) -> Comparison:
+    """Run ``scenario`` against both brokers (with the same names: they share no state) and compare."""
+    prefix = f"fid-{scenario.name}-{uuid.uuid4().hex[:6]}"
+    return compare(scenario, run_scenario(scenario, kafka, prefix), run_scenario(scenario, mock, prefix))
+
+
+def run_and_compare(scenarios: Sequence[Scenario], kafka: Target, mock: Target) -> Comparison:
+    total = Comparison()
+    for scenario in scenarios:
+        total.add(run_pair(scenario, kafka, mock))
+    return total
+
+
+def write_report(comparison: Comparison, path: Path) -> None:
+    path.write_text(json.dumps(comparison.to_json(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------- targets
+
+def kafka_target(address: Tuple[str, int], name: str = "kafka") -> Target:
+    """A running Kafka broker at ``address``; topics are created with CreateTopics and waited for."""
+    from kproto.messages import CreateTopicsRequest, MetadataRequest
+
+    def create(topic: str, partitions: int) -> None:
+        conn = _Conn(address, "kproto-fidelity-admin")
+        try:
+            request = CreateTopicsRequest.from_dict({"timeout_ms": 10000, "topics": [
+                {"name": topic, "num_partitions": partitions, "replication_factor": 1}]})
+            conn.sock.sendall(conn.conn.send(request, 5).frame)
+            answer = conn.receive()
+            if answer is None or answer.message.topics[0].error_code not in (0, 36):
+                raise FidelityError(f"CreateTopics {topic!r} at {address}: {answer and answer.message}")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                query = MetadataRequest.from_dict({"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+                conn.sock.sendall(conn.conn.send(query, 9).frame)
+                got = conn.receive()
+                parts = got.message.topics[0].partitions if got is not None else []
+                if got is not None and len(parts) == partitions and all(p.leader_id >= 0 for p in parts):
+                    if _partitions_served(conn, topic, partitions):
+                        return
+                time.sleep(0.05)
+            raise FidelityError(f"topic {topic!r} at {address} has no leaders after 30 s")
+        finally:
+            conn.sock.close()
+
+    _wait_for_coordinators(address)
+    return Target(name, address, create)
+
+
+def _wait_for_coordinators(address: Tuple[str, int], timeout: float = 60.0) -> None:
+    """Kafka creates its offsets and transaction topics on the first FindCoordinator: wait for both."""
+    from kproto.messages import FindCoordinatorRequest
+
+    conn = _Conn(address, "kproto-fidelity-admin")
+    try:
+        deadline = time.monotonic() + timeout
+        for key_type in (0, 1):
+            while True:
+                request = FindCoordinatorRequest.from_dict({"key": "kproto-fidelity-warm-up", "key_type": key_type})
+                conn.sock.sendall(conn.conn.send(request, 1).frame)
+                answer = conn.receive()
+                if answer is not None and answer.message.error_code == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise FidelityError(f"no coordinator (key type {key_type}) at {address} after {timeout} s")
+                time.sleep(0.1)
+    finally:
+        conn.sock.close()
+
+
+def _partitions_served(conn: "_Conn", topic: str, partitions: int) -> bool:
+    """The leader answers ListOffsets for every partition (metadata names it a little before that)."""
+    from kproto.messages import ListOffsetsRequest
+
+    request = ListOffsetsRequest.from_dict({"replica_id": -1, "topics": [{"name": topic, "partitions": [
+        {"partition_index": i, "timestamp": -1} for i in range(partitions)]}]})
+    conn.sock.sendall(conn.conn.send(request, 1).frame)
+    answer = conn.receive()
+    return answer is not None and all(p.error_code == 0 for p in answer.message.topics[0].partitions)
+
+
+def parse_address(text: str) -> Tuple[str, int]:
+    host, _, port = text.split(",")[0].rpartition(":")
+    return host, int(port)
