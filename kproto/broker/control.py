@@ -300,10 +300,12 @@ class ControlPlane:
                 self.core.topics_changed()
             ok = code == _C.NONE
             results.append(R(name=topic.name, error_code=code, error_message=message,
-                             topic_id=self.topic_id(topic.name) if ok and not validate_only else uuid.UUID(int=0),
+                             # Kafka names a topic id even for a validate-only creation (one never used).
+                             topic_id=(self.topic_id(topic.name) if not validate_only else uuid.uuid4())
+                             if ok else uuid.UUID(int=0),
                              num_partitions=partitions if ok else -1, replication_factor=1 if ok else -1,
                              configs=self._created_configs({c.name: c.value for c in topic.configs})
-                             if ok else None))
+                             if ok else []))
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
     def _check_new_topic(self, topic: object) -> Tuple[int, Optional[str], int]:

@@ -336,7 +336,7 @@ class DataPlane:
                     continue
                 code, timestamp, offset = self._offset_at(log, part.timestamp, version, committed)
                 answers.append(P(partition_index=part.partition_index, error_code=code, timestamp=timestamp,
-                                 offset=offset, leader_epoch=0 if code == _C.NONE else -1))  # as Metadata says
+                                 offset=offset, leader_epoch=0 if offset >= 0 else -1))  # Metadata's epoch
             topics.append(T(name=topic.name, partitions=answers))
         return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 

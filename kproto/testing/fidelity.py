@@ -245,36 +245,36 @@ def _records_summary(raw: Any) -> Any:
     return [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers), bool(r.is_control)) for r in decoded]
 
 
-def _ordered(items: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def _ordered(items: List[Dict[str, Any]], symbols: Optional[Callable[[str, Any], Any]] = None) -> List[Dict[str, Any]]:
+    if symbols is not None and "member_id" in items[0]:  # group members: a hash map's order in Kafka
+        return sorted(items, key=lambda item: repr(symbols("member_id", item["member_id"])))  # type: ignore[misc]
     for key in _ORDER_KEYS:
         if key in items[0]:
             return sorted(items, key=lambda item: repr(item.get(key)))
     return items
 
 
-def flatten(value: Any, path: str = "") -> Iterator[Tuple[str, str, Any]]:
-    """(path, leaf field name, value) for every leaf of a ``to_dict`` tree."""
+def flatten(value: Any, path: str = "", symbols: Optional[Callable[[str, Any], Any]] = None
+            ) -> Iterator[Tuple[str, str, Any]]:
+    """(path, leaf field name, value) for every leaf of a ``to_dict`` tree; lists of structs whose order
+    means nothing come sorted (by their member's symbol when ``symbols`` names them)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            yield from _flatten_field(key, item, f"{path}.{key}" if path else key)
-    elif isinstance(value, list) and value and isinstance(value[0], dict):
-        yield path, path.rsplit(".", 1)[-1], len(value)
-        for i, item in enumerate(value):
-            yield from flatten(item, f"{path}[{i}]")
+            yield from _flatten_field(key, item, f"{path}.{key}" if path else key, symbols)
     else:
         yield path, path.rsplit(".", 1)[-1], value
 
 
-def _flatten_field(key: str, item: Any, path: str) -> Iterator[Tuple[str, str, Any]]:
+def _flatten_field(key: str, item: Any, path: str, symbols: Optional[Callable[[str, Any], Any]]
+                   ) -> Iterator[Tuple[str, str, Any]]:
     if key == "records":
         yield path, key, _records_summary(item)
-    elif isinstance(item, (dict, list)) and item and (isinstance(item, dict) or isinstance(item[0], dict)):
-        if isinstance(item, list):
-            yield path, key, len(item)
-            for i, sub in enumerate(_ordered(item)):
-                yield from flatten(sub, f"{path}[{i}]")
-        else:
-            yield from flatten(item, path)
+    elif isinstance(item, dict):
+        yield from flatten(item, path, symbols)
+    elif isinstance(item, list) and item and isinstance(item[0], dict):
+        yield path, key, len(item)
+        for i, sub in enumerate(_ordered(item, symbols)):
+            yield from flatten(sub, f"{path}[{i}]", symbols)
     else:
         yield path, key, item
 
@@ -284,7 +284,7 @@ def normalise(body: Optional[Mapping[str, Any]], symbols: Callable[[str, Any], A
     if body is None:
         return {"<connection closed>": True}
     out: Dict[str, Any] = {}
-    for path, name, value in flatten(dict(body)):
+    for path, name, value in flatten(dict(body), symbols=symbols):
         if name in DROPPED:
             continue
         if name in SYMBOLIC:

@@ -451,3 +451,116 @@ def _learn(answer: Any, live: Dict[str, Any]) -> None:
         value = getattr(answer, name, None)
         if value not in (None, "", -1):
             live[name] = value
+
+
+# ------------------------------------------------------------------------------------ group coordinator
+
+#: Session timeout of the scripted members (the brokers' minimum is lowered to 1000 ms for them).
+GROUP_SESSION_MS = 1500
+_PAUSE = 0.3  # between a blocking request and the one that releases it
+
+
+def _group_script(join_v: int, sync_v: int, heartbeat_v: int, commit_v: int, leave_v: int) -> Any:
+    """Two members at one set of versions: join, late join, heartbeat and commit during the rebalance,
+    the leader's assignments, a stale generation, then a silent member expelled at its session timeout."""
+
+    def join_request(group: str, member_id: str) -> Any:
+        return build(m.JoinGroupRequest, group_id=group, session_timeout_ms=GROUP_SESSION_MS,
+                     rebalance_timeout_ms=GROUP_SESSION_MS * 2, member_id=member_id, protocol_type="consumer",
+                     protocols=[{"name": "range", "metadata": b"\0\1"}])
+
+    def run(s: Session) -> None:
+        topic = s.create_topic("topic")
+        group = s.name("group")
+        s.call("find-coordinator", build(m.FindCoordinatorRequest, key=group, key_type=0), 1)
+
+        def join(who: str, label: str, member_id: str) -> None:
+            s.send(label, join_request(group, member_id), join_v, conn=who)
+
+        def joined(label: str) -> Any:
+            answer = s.wait(label, timed=True)
+            if answer is not None and answer.error_code == 79:  # MEMBER_ID_REQUIRED: rejoin with the id given
+                conn = "a" if label.startswith("a-") else "b"
+                join(conn, label + "-again", answer.member_id)
+                return s.wait(label + "-again", timed=True)
+            return answer
+
+        def sync(who: str, label: str, member_id: str, generation: int, assignments: Dict[str, bytes]) -> None:
+            s.send(label, build(m.SyncGroupRequest, group_id=group, generation_id=generation, member_id=member_id,
+                                protocol_type="consumer", protocol_name="range", assignments=[
+                                    {"member_id": k, "assignment": v} for k, v in assignments.items()]),
+                   sync_v, conn=who)
+
+        def heartbeat(who: str, label: str, member_id: str, generation: int) -> Any:
+            s.send(label, build(m.HeartbeatRequest, group_id=group, generation_id=generation, member_id=member_id),
+                   heartbeat_v, conn=who)
+            return s.wait(label, timed=True)
+
+        def commit(label: str, member_id: str, generation: int) -> Any:
+            s.send(label, build(m.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=generation,
+                                member_id=member_id, retention_time_ms=-1, topics=[
+                                    {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                                                    "committed_leader_epoch": -1,
+                                                                    "committed_metadata": ""}]}]),
+                   commit_v, conn="a")
+            return s.wait(label, timed=True)
+
+        join("a", "a-join-unknown-member", "nobody")
+        s.wait("a-join-unknown-member", timed=True)
+        # A alone: its join completes at once (no initial rebalance delay), it assigns itself.
+        join("a", "a-join-1", "")
+        first = joined("a-join-1")
+        a, gen = first.member_id, first.generation_id
+        sync("a", "a-sync-1", a, gen, {a: b"A1"})
+        s.wait("a-sync-1", timed=True)
+        heartbeat("a", "a-heartbeat-stable", a, gen)
+        # B joins late: its join waits for A to rejoin; meanwhile A's heartbeat says a rebalance is on
+        # and A's commit in the current generation is still taken.
+        join("b", "b-join-1", "")
+        if join_v >= 4:
+            got = s.wait("b-join-1", timed=True)  # MEMBER_ID_REQUIRED at once
+            b = got.member_id if got is not None else ""
+            join("b", "b-join-1-again", b)
+        time.sleep(_PAUSE)
+        heartbeat("a", "a-heartbeat-rebalancing", a, gen)
+        commit("a-commit-rebalancing", a, gen)
+        join("a", "a-join-2", a)
+        second = s.wait("a-join-2", timed=True)
+        b_answer = s.wait("b-join-1-again" if join_v >= 4 else "b-join-1", timed=True)
+        b = b_answer.member_id if b_answer is not None else ""
+        gen2 = second.generation_id
+        # B's SyncGroup waits for the leader's.
+        sync("b", "b-sync-2", b, gen2, {})
+        time.sleep(_PAUSE)
+        sync("a", "a-sync-2", a, gen2, {a: b"A2", b: b"B2"})
+        s.wait("a-sync-2", timed=True)
+        s.wait("b-sync-2", timed=True)
+        commit("a-commit-stale-generation", a, gen)
+        commit("a-commit", a, gen2)
+        heartbeat("a", "a-heartbeat-wrong-generation", a, gen2 + 1)
+        heartbeat("b", "b-heartbeat-unknown-member", "nobody", gen2)
+        heartbeat("b", "b-heartbeat-last", b, gen2)
+        # B falls silent.  A rejoins; the join completes when B is expelled, its session over.
+        join("a", "a-join-3", a)
+        third = s.wait("a-join-3", timed=True)
+        gen3 = third.generation_id if third is not None else -1
+        heartbeat("b", "b-heartbeat-expelled", b, gen2)
+        sync("a", "a-sync-3", a, gen3, {a: b"A3"})
+        s.wait("a-sync-3", timed=True)
+        s.call("describe-stable", build(m.DescribeGroupsRequest, groups=[group]), 0)
+        if leave_v >= 3:
+            leave = build(m.LeaveGroupRequest, group_id=group, members=[{"member_id": a}])
+        else:
+            leave = build(m.LeaveGroupRequest, group_id=group, member_id=a)
+        s.call("a-leave", leave, leave_v, conn="a")
+        s.call("describe-empty", build(m.DescribeGroupsRequest, groups=[group]), 0)
+        s.call("offsets-after", build(m.OffsetFetchRequest, group_id=group, topics=[
+            {"name": topic, "partition_indexes": [0]}]), 1)
+
+    return run
+
+
+GROUP_SCENARIOS[:] = [
+    Scenario("group-coordinator-v0", "3.9", _group_script(0, 0, 0, 2, 0)),
+    Scenario("group-coordinator-newest", "3.9", _group_script(9, 5, 4, 9, 5)),
+]
