@@ -278,10 +278,11 @@ class DataPlane:
                     else:
                         code = _C.UNKNOWN_TOPIC_ID if by_id and name is None else _C.UNKNOWN_TOPIC_OR_PARTITION
                     failed = True
-                    # Kafka names no aborted transactions (an empty list, not null) for an unknown partition.
-                    answers.append(P(partition_index=part.partition, error_code=code,
-                                     high_watermark=-1 if log is None else log.high_watermark,
-                                     log_start_offset=-1 if log is None or version < 5 else log.log_start_offset,
+                    # Kafka's refusal carries no offsets (not even for OFFSET_OUT_OF_RANGE: the consumer
+                    # asks ListOffsets), and no aborted transactions (an empty list, not null) for an
+                    # unknown partition.
+                    answers.append(P(partition_index=part.partition, error_code=code, high_watermark=-1,
+                                     log_start_offset=-1,
                                      aborted_transactions=[] if version < 4 or log is None else None,
                                      records=RecordSet(b"")))
                     continue

@@ -55,7 +55,8 @@ def batch(values: List[bytes], **kw: Any) -> bytes:
 
 
 def legacy(values: List[bytes], magic: int = 0, codec: Optional[str] = None) -> bytes:
-    messages = [_msg(key=b"k%d" % i, value=v, magic=magic, timestamp=(TS + i) if magic else None)
+    messages = [_msg(key=b"k%d" % i, value=v, magic=magic, timestamp=(TS + i) if magic else None,
+                     timestamp_type=0 if magic else None)
                 for i, v in enumerate(values)]
     return encode_message_set(messages, magic=magic, codec=codec)
 
@@ -85,9 +86,12 @@ def list_offsets(topic: str, timestamp: int, partition: int = 0, isolation: int 
                                         "max_num_offsets": 1, "current_leader_epoch": -1}]}])
 
 
-def metadata(*topics: str, ids: Optional[List[uuid.UUID]] = None) -> Any:
+def metadata(*topics: str, ids: Optional[List[uuid.UUID]] = None, version: int = 12) -> Any:
+    """A Metadata request; from v4 it says not to create the topics it names."""
     entries: List[Dict[str, Any]] = [{"name": t} for t in topics]
     entries += [{"name": None, "topic_id": i} for i in (ids or [])]
+    if version < 4:
+        return build(m.MetadataRequest, topics=entries)
     return build(m.MetadataRequest, topics=entries, allow_auto_topic_creation=False)
 
 
@@ -101,8 +105,8 @@ def topic_id_of(s: Session, topic: str) -> uuid.UUID:
 def old_produce_fetch(s: Session) -> None:
     """0.9-era Metadata/Produce/Fetch/ListOffsets, and their error paths."""
     topic = s.create_topic("t", 2)
-    s.call("metadata-v0", metadata(topic), 0)
-    s.call("metadata-v0-unknown", metadata(s.name("missing")), 0)
+    s.call("metadata-v0", metadata(topic, version=0), 0)
+    s.call("metadata-v0-unknown", metadata(s.name("missing"), version=0), 0)
     s.call("produce-v0-magic0", produce(topic, legacy([b"a", b"b"]), acks=1), 0)
     s.call("produce-v1-magic0", produce(topic, legacy([b"c"]), acks=1), 1)
     s.call("produce-v2-magic1", produce(topic, legacy([b"d", b"e"], magic=1), acks=1), 2)
@@ -113,6 +117,8 @@ def old_produce_fetch(s: Session) -> None:
     s.call("fetch-v1-middle", fetch(topic, 3), 1)
     s.call("fetch-v2", fetch(topic, 0), 2)
     s.call("fetch-v1-out-of-range", fetch(topic, 100), 1)
+    s.call("fetch-v4-out-of-range", fetch(topic, 100), 4)
+    s.call("fetch-v11-out-of-range", fetch(topic, 100), 11)
     s.call("fetch-v1-empty-partition", fetch(topic, 0, partition=1), 1)
     s.call("fetch-v1-unknown-partition", fetch(topic, 0, partition=9), 1)
     s.call("fetch-v1-unknown-topic", fetch(s.name("missing"), 0), 1)
