@@ -52,7 +52,7 @@ VersionTable = Mapping[int, Tuple[int, int]]
 
 #: The versions this module answers, by api key.
 CONTROL_PLANE_VERSIONS: VersionTable = {
-    3: (0, 12),   # Metadata
+    3: (0, 13),   # Metadata
     10: (0, 6),   # FindCoordinator (GroupCoordinator before v1)
     18: (0, 4),   # ApiVersions
     19: (0, 7),   # CreateTopics

@@ -70,7 +70,7 @@ _C = ErrorCode
 SERVED_VERSIONS: Dict[int, Tuple[int, int]] = {
     0: (0, 11),   # Produce (v12 only adds KIP-890 transaction verification; v13 topic ids)
     1: (0, 17),   # Fetch (v18 adds a replica's high watermark)
-    2: (0, 9),    # ListOffsets (v10 adds a timeout for tiered storage)
+    2: (0, 10),   # ListOffsets (v10 adds a timeout for tiered storage, which the mock has none of)
     22: (0, 5),   # InitProducerId (v6 is two-phase commit)
     24: (0, 3),   # AddPartitionsToTxn (v4+ is the brokers' batched form)
     25: (0, 3),   # AddOffsetsToTxn (v4 is KIP-890's)
