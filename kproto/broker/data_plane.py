@@ -204,11 +204,16 @@ class DataPlane:
     def _transactional_append(self, transactional_id: Optional[str], topic: str, index: int,
                               header: BatchHeader) -> ErrorCode:
         """Whether a transactional batch belongs to an open transaction of its producer (Produce answers
-        a stale epoch with INVALID_PRODUCER_EPOCH at every version)."""
-        if transactional_id is None or (topic, index) not in self.transactions.open_partitions(transactional_id):
+        a stale epoch with INVALID_PRODUCER_EPOCH at every version, before it looks at the transaction)."""
+        if transactional_id is None:
             return _C.INVALID_TXN_STATE
-        return self.transactions.check(transactional_id, header.producer_id, header.producer_epoch,
+        code = self.transactions.check(transactional_id, header.producer_id, header.producer_epoch,
                                        _C.INVALID_PRODUCER_EPOCH)
+        if code == _C.INVALID_PRODUCER_EPOCH:
+            return code
+        if (topic, index) not in self.transactions.open_partitions(transactional_id):
+            return _C.INVALID_TXN_STATE
+        return code
 
     def _prepare_legacy(self, raw: bytes, budget: DecompressionBudget) -> _LegacyPrepared:
         """A magic 0/1 message set validated and up-converted: (one batch, its header) or the error."""

@@ -224,7 +224,8 @@ class _Symbols:
         self.seen: Dict[Tuple[str, Any], str] = {}
 
     def __call__(self, kind: str, value: Any) -> Any:
-        if value in (None, "", -1, 0, _ZERO_UUID):
+        # "None given" in each kind's own terms (0 is a real producer id: a fresh Kafka hands it out first).
+        if value in (None, "", -1, _ZERO_UUID) or (value == 0 and kind != "producer_id"):
             return value
         key = (kind, value)
         if key not in self.seen:

@@ -242,12 +242,11 @@ def idempotent_sequences(s: Session) -> None:
     send("produce-seq2-duplicate", 2, [b"c"])
     send("produce-seq9-gap", 9, [b"d"])
     send("produce-unissued-epoch", 3, [b"e"], ep=epoch + 5)
-    bump = s.call("init-producer-id-v4-bump", build(m.InitProducerIdRequest, transactional_id=None,
-                                                     transaction_timeout_ms=60000, producer_id=pid,
-                                                     producer_epoch=epoch), 4)
-    send("produce-new-epoch-seq3", 3, [b"f"], ep=bump.producer_epoch)
-    send("produce-new-epoch-seq0", 0, [b"g"], ep=bump.producer_epoch)
-    send("produce-stale-epoch", 3, [b"h"])
+    # Naming the id and epoch does not bump them without a transactional id: a fresh id comes back.
+    s.call("init-producer-id-v4-named", build(m.InitProducerIdRequest, transactional_id=None,
+                                               transaction_timeout_ms=60000, producer_id=pid,
+                                               producer_epoch=epoch), 4)
+    send("produce-old-id-continues", 3, [b"f"])
     s.call("fetch-after", fetch(topic, 0), 12)
 
 
@@ -292,6 +291,14 @@ def transactions_aborted(s: Session) -> None:
     s.call("fetch-read-committed-done", fetch(topic, 0, isolation=1), 12)
     s.call("offset-fetch-v7-after", build(m.OffsetFetchRequest, group_id=group, topics=[
         {"name": topic, "partition_indexes": [0]}], require_stable=True), 7)
+    # A second InitProducerId bumps the epoch: the old one is fenced.
+    s.call("init-producer-id-v4-again", build(m.InitProducerIdRequest, transactional_id=txn,
+                                               transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1), 4)
+    s.call("add-partitions-v3-stale-epoch", build(m.AddPartitionsToTxnRequest, **add), 3)
+    s.call("produce-stale-epoch", produce(topic, batch([b"old"], producer_id=pid, producer_epoch=epoch,
+                                                         base_sequence=3, transactional=True), txn=txn), 9)
+    s.call("end-txn-stale-epoch", build(m.EndTxnRequest, transactional_id=txn, producer_id=pid,
+                                        producer_epoch=epoch, committed=True), 4)
 
 
 def _settle(s: Session, what: str) -> None:
@@ -359,6 +366,33 @@ def admin(s: Session) -> None:
                                      timeout_ms=5000), 6)
 
 
+def control_misc(s: Session) -> None:
+    """DescribeConfigs, DescribeCluster and a SASL handshake on a listener without SASL."""
+    topic = s.create_topic("cfg")
+    s.call("describe-configs-v4", build(m.DescribeConfigsRequest, resources=[
+        {"resource_type": 2, "resource_name": topic, "configuration_keys": ["cleanup.policy", "retention.ms"]},
+        {"resource_type": 2, "resource_name": s.name("missing"), "configuration_keys": ["retention.ms"]}],
+        include_synonyms=False, include_documentation=False), 4)
+    s.call("describe-cluster-v1", build(m.DescribeClusterRequest, include_cluster_authorized_operations=False,
+                                        endpoint_type=1), 1)
+    s.call("sasl-handshake-v1", build(m.SaslHandshakeRequest, mechanism="PLAIN"), 1)
+
+
+def zookeeper_era_offsets(s: Session) -> None:
+    """OffsetCommit v0/v1 and OffsetFetch v0, the versions from before group management."""
+    topic = s.create_topic("zk")
+    group = s.name("zk-group")
+    part = {"partition_index": 0, "committed_offset": 9, "committed_metadata": "zk", "commit_timestamp": -1}
+    s.call("commit-v0", build(m.OffsetCommitRequest, group_id=group, topics=[{"name": topic, "partitions": [part]}]), 0)
+    s.call("fetch-v0", build(m.OffsetFetchRequest, group_id=group, topics=[
+        {"name": topic, "partition_indexes": [0]}]), 0)
+    s.call("commit-v1-simple", build(m.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=-1,
+                                     member_id="", topics=[{"name": topic, "partitions": [part]}]), 1)
+    s.call("fetch-v1", build(m.OffsetFetchRequest, group_id=group, topics=[
+        {"name": topic, "partition_indexes": [0]}]), 1)
+    s.call("list-groups-v0", build(m.ListGroupsRequest), 0)
+
+
 def api_versions(s: Session) -> None:
     s.call("api-versions-v3", build(m.ApiVersionsRequest, client_software_name="kproto",
                                     client_software_version="1.0"), 3)
@@ -378,6 +412,8 @@ SCENARIOS: List[Scenario] = [
     Scenario("group-modern", "4.1", group_modern),
     Scenario("admin", "4.1", admin),
     Scenario("api-versions", "4.1", api_versions),
+    Scenario("control-misc", "4.1", control_misc),
+    Scenario("zookeeper-era-offsets", "3.9", zookeeper_era_offsets),
 ]
 
 GROUP_SCENARIOS: List[Scenario] = []
