@@ -185,7 +185,7 @@ class DataPlane:
             if headers[0].transactional:
                 code = self._transactional_append(req.transactional_id, topic, part.index, headers[0])
                 if code != _C.NONE:
-                    return code, -1, log
+                    return code, -1, None  # refused before the partition: no log start in the answer
             code, base = log.append(raw, headers, self.producer_ids, now_ms)
             return code, base, log
         if has_compressed_entries(raw):

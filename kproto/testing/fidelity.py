@@ -24,6 +24,7 @@ names the Kafka release line it is meant for (``"3.9"`` still serves the 0.8/0.9
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 import uuid
@@ -435,9 +436,20 @@ def _wait_for_coordinators(address: Tuple[str, int], timeout: float = 60.0) -> N
     """Kafka creates its offsets and transaction topics on the first FindCoordinator: wait for both."""
     from kproto.messages import FindCoordinatorRequest
 
+    from kproto.messages import InitProducerIdRequest
+
     conn = _Conn(address, "kproto-fidelity-admin")
     try:
         deadline = time.monotonic() + timeout
+        while True:  # the producer-id manager is ready a little after the broker
+            init = InitProducerIdRequest.from_dict({"transactional_id": None, "transaction_timeout_ms": 60000})
+            conn.sock.sendall(conn.conn.send(init, 1).frame)
+            answer = conn.receive()
+            if answer is not None and answer.message.error_code == 0:
+                break
+            if time.monotonic() > deadline:
+                raise FidelityError(f"no producer ids from {address} after {timeout} s")
+            time.sleep(0.1)
         for key_type in (0, 1):
             while True:
                 request = FindCoordinatorRequest.from_dict({"key": "kproto-fidelity-warm-up", "key_type": key_type})
@@ -463,6 +475,104 @@ def _partitions_served(conn: "_Conn", topic: str, partitions: int) -> bool:
     return answer is not None and all(p.error_code == 0 for p in answer.message.topics[0].partitions)
 
 
+#: Settings a Kafka broker needs for the corpus: short group sessions, no initial rebalance delay.
+KAFKA_CONFIG: Mapping[str, object] = {"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0}
+
+
+def comparable_mock() -> Any:
+    """A :class:`~kproto.testing.MockBroker` set up as the corpus expects: node id 1 (a one-node Kafka's),
+    no automatic topic creation (the corpus creates its topics; Kafka's harness turns it off), and the
+    same 1000 ms session-timeout floor as :data:`KAFKA_CONFIG`."""
+    from kproto.broker.mock import MockBroker
+    return MockBroker(auto_create_topics=False, node_id=1, min_session_timeout_ms=1000)
+
+
+def mock_target(broker: Any) -> Target:
+    """The :class:`Target` of a running :class:`~kproto.testing.MockBroker`."""
+    return Target("mock", parse_address(broker.bootstrap_servers), broker.create_topic)
+
+
 def parse_address(text: str) -> Tuple[str, int]:
     host, _, port = text.split(",")[0].rpartition(":")
     return host, int(port)
+
+
+# ------------------------------------------------------------------------------ documented differences
+
+@dataclass(frozen=True)
+class Documented:
+    """A difference the mock keeps on purpose; docs/broker.md explains each under its ``name``.
+
+    ``api``, ``label`` and ``path`` (regular expressions over the answer's label and field path) say which
+    differences it covers.  ``pin`` holds the mock's side in place: in scenario ``pin[0]`` the answer
+    labelled ``pin[1]`` has at ``pin[2]`` the normalised value ``pin[3]`` (or one the callable accepts),
+    checked against the mock alone, so that the difference cannot change without this table.
+    """
+
+    name: str
+    api: str
+    label: str
+    path: str
+    pin: Tuple[str, str, str, Any]
+
+    def matches(self, difference: Difference) -> bool:
+        return (difference.api == self.api and re.fullmatch(self.label, difference.label) is not None
+                and re.fullmatch(self.path, difference.path) is not None)
+
+    def pinned(self, value: Any) -> bool:
+        expected = self.pin[3]
+        return bool(expected(value)) if callable(expected) else value == expected
+
+
+def _served_versions() -> Mapping[int, Tuple[int, int]]:
+    from kproto.broker.handlers import SERVED_VERSIONS
+    return SERVED_VERSIONS
+
+
+def _offsets(expected: List[int]) -> Callable[[Any], bool]:
+    def check(records: Any) -> bool:
+        return isinstance(records, list) and [r[0] for r in records] == expected
+    return check
+
+
+#: Every difference between the mock and Kafka 3.9/4.1 that the corpus shows and the mock keeps.
+DOCUMENTED: Tuple[Documented, ...] = (
+    Documented("api-versions-table", "ApiVersions", r".*", r"api_keys.*",
+               ("api-versions", "api-versions-v3", "api_keys", lambda n: n == len(_served_versions()))),
+    Documented("no-features", "ApiVersions", r".*",
+               r"(supported_features|finalized_features)(\[.*|)|finalized_features_epoch",
+               ("api-versions", "api-versions-v3", "finalized_features_epoch", -1)),
+    Documented("topic-config-set", "CreateTopics", r".*", r"topics\[\d+\]\.configs(\[.*|)",
+               ("admin", "create-topics-v7", "topics[0].configs", 8)),
+    Documented("no-fetch-sessions", "Fetch", r".*", r"session_id",
+               ("golden-kafka-python", "11-Fetch-v12", "session_id", 0)),
+    Documented("fetch-fills-the-response", "Fetch", r"fetch-read-.*", r"responses\[0\]\.partitions\[0\]\.records",
+               ("transactions-aborted", "fetch-read-committed-done", "responses[0].partitions[0].records",
+                _offsets([0, 1, 2, 3, 4]))),
+    Documented("unissued-producer-epoch", "Produce", r"produce-unissued-epoch",
+               r"responses\[0\]\.partition_responses\[0\]\.error_code",
+               ("idempotent-sequences", "produce-unissued-epoch", "responses[0].partition_responses[0].error_code", 47)),
+    Documented("zookeeper-era-offsets", "OffsetCommit", r"commit-v0", r"topics\[0\]\.partitions\[0\]\.error_code",
+               ("zookeeper-era-offsets", "commit-v0", "topics[0].partitions[0].error_code", 0)),
+    Documented("zookeeper-era-offsets-fetch", "OffsetFetch", r"fetch-v0",
+               r"topics\[0\]\.partitions\[0\]\.(error_code|committed_offset|metadata)",
+               ("zookeeper-era-offsets", "fetch-v0", "topics[0].partitions[0].committed_offset", 9)),
+    Documented("empty-groups-vanish", "DeleteGroups", r"delete-groups-v2", r"results\[0\]\.error_code",
+               ("group-modern", "delete-groups-v2", "results[0].error_code", 69)),
+)
+
+
+def undocumented(differences: Sequence[Difference]) -> List[Difference]:
+    """The differences no :data:`DOCUMENTED` entry covers."""
+    return [d for d in differences if not any(doc.matches(d) for doc in DOCUMENTED)]
+
+
+def documented_seen(differences: Sequence[Difference]) -> Dict[str, int]:
+    """How many differences each documented entry covered."""
+    return {doc.name: sum(1 for d in differences if doc.matches(d)) for doc in DOCUMENTED}
+
+
+def normalised_answers(run: ScenarioRun) -> Dict[str, Dict[str, Any]]:
+    """label -> normalised ``path -> value`` of every answer of one run (ids numbered within the run)."""
+    symbols = _Symbols()
+    return {a.label: normalise(a.body, symbols) for a in run.answers}
