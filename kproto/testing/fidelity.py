@@ -554,7 +554,7 @@ DOCUMENTED: Tuple[Documented, ...] = (
                ("idempotent-sequences", "produce-unissued-epoch", "responses[0].partition_responses[0].error_code", 47)),
     Documented("zookeeper-era-offsets", "OffsetCommit", r"commit-v0", r"topics\[0\]\.partitions\[0\]\.error_code",
                ("zookeeper-era-offsets", "commit-v0", "topics[0].partitions[0].error_code", 0)),
-    Documented("zookeeper-era-offsets-fetch", "OffsetFetch", r"fetch-v0",
+    Documented("zookeeper-era-offsets", "OffsetFetch", r"fetch-v0",
                r"topics\[0\]\.partitions\[0\]\.(error_code|committed_offset|metadata)",
                ("zookeeper-era-offsets", "fetch-v0", "topics[0].partitions[0].committed_offset", 9)),
     Documented("empty-groups-vanish", "DeleteGroups", r"delete-groups-v2", r"results\[0\]\.error_code",
