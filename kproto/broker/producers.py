@@ -60,10 +60,11 @@ class ProducerIds:
              ) -> Tuple[ErrorCode, int, int]:
         """Answer one InitProducerId: (error code, producer id, epoch).
 
-        Without a transactional id a fresh id is issued at epoch 0, unless the request names an id and
-        its current epoch (v3+, a producer recovering from a fatal sequence error): then that id gets
-        its epoch bumped.  A transactional id keeps its producer id across calls and each call bumps
-        the epoch (fencing older instances).  A named id/epoch that is not current is ``fenced_code``.
+        Without a transactional id a fresh id is issued at epoch 0, whatever id/epoch the request names:
+        Apache Kafka's transaction coordinator does the same, so an idempotent producer recovering from a
+        failed batch (v3+ names its current pair) simply starts over under a new id.  A transactional id
+        keeps its producer id across calls and each call bumps the epoch (fencing older instances); a
+        named id/epoch that is not its current one is ``fenced_code``.
         """
         if transactional_id is not None:
             if not 0 < transaction_timeout_ms <= _MAX_TRANSACTION_TIMEOUT_MS:
@@ -76,10 +77,6 @@ class ProducerIds:
             if known is None:
                 return self._issue(transactional_id)
             return self._bump(known, transactional_id)
-        if producer_id >= 0 or producer_epoch >= 0:
-            if self._epochs.get(producer_id) != producer_epoch:
-                return fenced_code, -1, -1
-            return self._bump(producer_id, None)
         return self._issue(None)
 
     def _issue(self, transactional_id: Optional[str]) -> Tuple[ErrorCode, int, int]:
