@@ -119,7 +119,9 @@ class ClusterView:
                                              request_timeout=self.request_timeout)
             except BrokerConnectionError as exc:
                 last = exc
-        raise BrokerConnectionError(f"no broker reachable for node {node_id}: {last}")
+        # the last failure's class (RequestTimeoutError for a silent broker) says what happened
+        kind = type(last) if isinstance(last, BrokerConnectionError) else BrokerConnectionError
+        raise kind(f"no broker reachable for node {node_id}: {last}") from last
 
     def forget_connection(self, conn: Connection) -> None:
         """Drop a failed connection so the next use opens a new one."""
