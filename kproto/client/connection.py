@@ -297,7 +297,10 @@ class Connection:
         except (asyncio.CancelledError, Exception):
             pass
         try:
-            await self._writer.wait_closed()
+            # a frozen peer never takes the bytes still buffered, and the socket would wait for it forever
+            await asyncio.wait_for(self._writer.wait_closed(), self.request_timeout)
+        except asyncio.TimeoutError:
+            self._writer.transport.abort()
         except (OSError, ConnectionError):
             pass
 
