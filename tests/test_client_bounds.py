@@ -205,7 +205,7 @@ def test_records_fail_within_max_block_when_metadata_never_comes(mode: str) -> N
                 future = await producer.send("t", b"x")
                 assert await elapsed(producer.flush()) < 1.5 + SLACK
                 assert future.done()
-                with pytest.raises(ClientTimeoutError, match=r"no metadata for topic 't' within 1500 ms \(max_block_ms\)"):
+                with pytest.raises(ClientTimeoutError, match=r"no metadata for topic 't' within 1500 ms"):
                     future.result()
             assert time.monotonic() - start < 1.5 + SLACK  # close() included
             assert server.requests[3] >= 1

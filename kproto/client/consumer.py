@@ -42,7 +42,8 @@ go in the versions the member names.
 
 Bounds: every request waits at most ``request_timeout_ms`` (Kafka's ``request.timeout.ms``, 30 s) for its
 answer -- a JoinGroup ``max_poll_interval_ms`` + 5 s, since the coordinator holds it for the whole
-rebalance, as Kafka's consumer does -- and a TCP handshake ``connect_timeout_ms``.  So :meth:`Consumer.start`
+rebalance, as Kafka's consumer does, and a Fetch ``fetch_max_wait_ms`` more, which the broker may hold
+it for -- and a TCP handshake ``connect_timeout_ms``.  So :meth:`Consumer.start`
 fails within ``connect_timeout_ms + request_timeout_ms`` per bootstrap address tried,
 :meth:`Consumer.commit` fails within ``request_timeout_ms`` (at once when the connection is refused or
 lost), and :meth:`Consumer.poll` returns within ``timeout_ms`` whatever the broker does.
@@ -760,7 +761,9 @@ class Consumer:
                                    topics=[Topic(topic=t, partitions=ps) for t, ps in by_topic.items()])
             if version >= 3:
                 request.max_bytes = 50 << 20
-            response = await conn.request(request, version)
+            # the broker may hold a Fetch for max_wait_ms before it answers: that is not silence
+            bound = self.request_timeout + self.fetch_max_wait_ms / 1000.0
+            response = await conn.request(request, version, timeout=bound)
             assert isinstance(response, FetchResponse)
             got = self._store(response, asked)
         except (BrokerConnectionError, OSError):
