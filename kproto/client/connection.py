@@ -73,8 +73,11 @@ class BrokerConnectionError(KprotoError, ConnectionError):
     """The connection to a broker failed or closed; requests still waiting on it get this error."""
 
 
-class ClientTimeoutError(KprotoError, TimeoutError):
-    """A client call's documented bound passed before it could finish (the message names the bound)."""
+class ClientTimeoutError(KprotoError):
+    """A client call's documented bound passed before it could finish (the message names the bound).
+
+    Not a :class:`TimeoutError` on purpose: ``asyncio.TimeoutError`` is that class from Python 3.11, so a
+    caller's own ``asyncio.wait_for`` around a send future could not tell its own timeout from this one."""
 
 
 class RequestTimeoutError(BrokerConnectionError, ClientTimeoutError):

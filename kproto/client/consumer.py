@@ -478,12 +478,14 @@ class Consumer:
         # the request itself is bounded by request_timeout_ms; this bound also covers opening the connection
         bound = self.request_timeout + self.cluster.connect_timeout
         try:
-            response = await asyncio.wait_for(future, bound)
-        except asyncio.TimeoutError:
-            raise ClientTimeoutError(f"commit of group {self.group_id}: no answer within {bound * 1000:.0f} ms "
-                                     "(request_timeout_ms + connect_timeout_ms)") from None
+            done, _ = await asyncio.wait({future}, timeout=bound)
         finally:
             self._commit_waiters.pop(send.request_id, None)
+        if not done:
+            future.cancel()
+            raise ClientTimeoutError(f"commit of group {self.group_id}: no answer within {bound * 1000:.0f} ms "
+                                     "(request_timeout_ms + connect_timeout_ms)")
+        response = future.result()
         for topic in response.topics:
             for p in topic.partitions:
                 if p.error_code:
