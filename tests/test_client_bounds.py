@@ -32,7 +32,7 @@ from kproto.client import (
 )
 from kproto.client import sync
 from kproto.framing import encode_response
-from kproto.messages import ApiVersionsResponse
+from kproto.messages import ApiVersionsResponse, MetadataRequest
 from kproto.testing import MockBroker
 
 T = TypeVar("T")
@@ -214,13 +214,11 @@ def test_records_fail_within_max_block_when_metadata_never_comes(mode: str) -> N
 
 def test_a_bad_answer_fails_the_request_with_a_typed_error() -> None:
     async def main() -> None:
-        for mode, match in (("huge-frame", "broke the protocol"), ("wrong-correlation", "broke the protocol")):
+        for mode in ("huge-frame", "wrong-correlation"):
             async with ScriptedServer(mode) as server:
                 conn = await Connection.open("127.0.0.1", server.port, request_timeout=5.0)
-                from kproto.messages import MetadataRequest
-
                 start = time.monotonic()
-                with pytest.raises(BrokerConnectionError, match=match) as info:
+                with pytest.raises(BrokerConnectionError, match="broke the protocol") as info:
                     await conn.request(MetadataRequest(topics=[]))
                 assert isinstance(info.value.__cause__, KprotoError)
                 assert time.monotonic() - start < SLACK  # at once, not at the request timeout
