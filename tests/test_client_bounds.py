@@ -28,6 +28,7 @@ from kproto.client import (
     Connection,
     Consumer,
     Producer,
+    ProducerClosedError,
     RequestTimeoutError,
 )
 from kproto.client import sync
@@ -223,6 +224,26 @@ def test_a_bad_answer_fails_the_request_with_a_typed_error() -> None:
                 assert isinstance(info.value.__cause__, KprotoError)
                 assert time.monotonic() - start < SLACK  # at once, not at the request timeout
                 await conn.close()
+    run(main)
+
+
+def test_send_flush_and_close_keep_their_own_bounds_while_a_produce_is_slow() -> None:
+    async def main() -> None:
+        async with MockBroker(topics={"t": 1}) as broker:
+            producer = Producer(broker.bootstrap_servers, max_buffered_records=1, max_block_ms=300,
+                                request_timeout_ms=20000, delivery_timeout_ms=30000)
+            await producer.start()
+            broker.inject("Produce", delay=20.0)
+            slow = await producer.send("t", b"slow")
+            start = time.monotonic()
+            with pytest.raises(ClientTimeoutError, match=r"no room within 300 ms \(max_block_ms\)"):
+                await producer.send("t", b"no room")  # back-pressure: one record buffered already
+            with pytest.raises(ClientTimeoutError, match=r"1 record\(s\) still unacknowledged after 0.2 s"):
+                await producer.flush(timeout=0.2)
+            await producer.close(timeout=0.2)
+            with pytest.raises(ProducerClosedError, match=r"close\(\) timeout of 0.2 s passed"):
+                slow.result()
+            assert time.monotonic() - start < 0.7 + SLACK
     run(main)
 
 
