@@ -35,8 +35,10 @@ on it: they are retried, so such a batch may be written twice unless idempotence
 :class:`~kproto.client.connection.ClientTimeoutError` once that time has passed, whatever the broker does
 (gone, frozen, silent); a batch in flight at its deadline fails then, its answer is ignored.  A record
 whose topic has no metadata fails after ``max_block_ms`` (60 s), and ``send`` waits at most that long for
-buffer room.  Every request waits at most ``request_timeout_ms`` (30 s).  So :meth:`Producer.flush` and
-:meth:`Producer.close` return within ``delivery_timeout_ms`` too, sooner with their ``timeout``.
+buffer room; a held record whose topic becomes known joins a batch then, so any record is settled within
+``max_block_ms + delivery_timeout_ms`` of ``send``.  Every request waits at most ``request_timeout_ms``
+(30 s).  So :meth:`Producer.flush` and :meth:`Producer.close` return within that too, sooner with their
+``timeout``.
 
 **Order** within a partition: batches leave in creation order, and while the head batch is a retry the
 partition sends nothing else and waits for all of its requests in flight to come back first, then sends
@@ -48,11 +50,12 @@ refuses to append out of order (OUT_OF_ORDER_SEQUENCE is then retried as well).
 
 **Recovery of the idempotent producer**: once a batch that was given sequence numbers fails for good
 (retries spent, ``delivery_timeout_ms`` passed) the broker's idea of the next sequence and the producer's
-differ, and every later batch would be refused as out of order.  So, as Kafka's producer does, the send
-loop then stops sending, waits for the requests in flight, and asks InitProducerId again -- from v3 naming
-the current producer id and epoch, so a broker that bumps the epoch may do so (Apache Kafka hands an
-idempotent producer a fresh id at epoch 0 either way) -- and numbers the batches still queued from 0 under
-the new id/epoch.  UNKNOWN_PRODUCER_ID (a broker that lost the id, e.g. restarted) and INVALID_PRODUCER_EPOCH
+differ, and every later batch would be refused as out of order.  So the send loop then stops sending,
+waits for the requests in flight, asks InitProducerId again -- from v3 naming the current producer id and
+epoch (KIP-360); Apache Kafka hands an idempotent producer a fresh id at epoch 0 either way -- and numbers
+the batches still queued from 0 under the new id/epoch.  (Kafka's own producer bumps its epoch on its
+side instead, which Kafka's log accepts from sequence 0; asking works with every broker that serves
+idempotence.)  UNKNOWN_PRODUCER_ID (a broker that lost the id, e.g. restarted) and INVALID_PRODUCER_EPOCH
 answers do the same and retry the batch.
 
 **Versions**: the Produce version is the one negotiated with each broker
