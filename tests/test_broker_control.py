@@ -15,9 +15,10 @@ from broker_client import SocketClient, metadata_request
 from kproto import ErrorCode
 from kproto.apis import APIS
 from kproto.broker.config import BrokerConfig
-from kproto.broker.control import CONTROL_PLANE_VERSIONS, served_table
+from kproto.broker.control import CONTROL_PLANE_VERSIONS
+from kproto.broker.served_versions import served_table
 from kproto.broker.data_plane import SERVED_VERSIONS as DATA_PLANE_VERSIONS
-from kproto.broker.handlers import SERVED_VERSIONS, BrokerCore
+from kproto.broker.core import SERVED_VERSIONS, BrokerCore
 from kproto.broker.sasl import check_plain
 from kproto.connection import ClientConnection
 from kproto.connection.server import RequestReceived, ServerConnection
