@@ -19,7 +19,7 @@ from kproto.group.coordinator import (
     Check,
     CoordinatorConfig,
     GroupCoordinator,
-    GroupEvent,
+    CoordinatorEvent,
     GroupState,
     RequestKind,
 )
@@ -176,8 +176,8 @@ def test_every_check_has_a_code_and_state_is_consulted_once_per_api():
         assert checks.count(Check.STATE) == (0 if api in (OffsetFetchRequest, LeaveGroupRequest, OffsetDeleteRequest) else 1)
 
 
-def test_group_event_names_are_documented():
-    assert all(event.value for event in GroupEvent)
+def test_coordinator_event_names_are_documented():
+    assert all(event.value for event in CoordinatorEvent)
 
 
 # --- joining and syncing ----------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from kproto.group.coordinator_rules import (
     SKIPPED_CHECKS,
     TRANSITIONS,
     Check,
-    GroupEvent,
+    CoordinatorEvent,
     GroupState,
     Handling,
     NewMemberRule,
@@ -73,7 +73,7 @@ from kproto.messages import (
 
 __all__ = [
     "GroupState",
-    "GroupEvent",
+    "CoordinatorEvent",
     "TRANSITIONS",
     "RequestKind",
     "Handling",
@@ -212,7 +212,7 @@ class _Group:
     pending: Dict[str, int] = field(default_factory=dict)
     join_deadline_ms: Optional[int] = None
 
-    machine: StateMachine[GroupState, GroupEvent] = field(init=False)
+    machine: StateMachine[GroupState, CoordinatorEvent] = field(init=False)
 
     def __post_init__(self) -> None:
         self.machine = StateMachine(
@@ -223,7 +223,7 @@ class _Group:
     def state(self) -> GroupState:
         return self.machine.state
 
-    def transition(self, event: GroupEvent) -> None:
+    def transition(self, event: CoordinatorEvent) -> None:
         self.machine.fire(event)
 
     def candidate_protocols(self, members: Optional[Iterable[_Member]] = None) -> List[str]:
@@ -422,7 +422,7 @@ class GroupCoordinator:
             for member in group.members.values():
                 self._answer_join_error(member, _C.NOT_COORDINATOR_FOR_GROUP)
                 self._answer_sync(group, member, _C.NOT_COORDINATOR_FOR_GROUP)
-            group.transition(GroupEvent.UNLOADED)
+            group.transition(CoordinatorEvent.UNLOADED)
             del self._groups[group_id]
         self._offsets.drop_group(group_id)
         return self._take_replies()
@@ -491,7 +491,7 @@ class GroupCoordinator:
         for group in list(self._groups.values()):
             if (group.state is GroupState.EMPTY and not group.members and not group.pending
                     and not self._offsets.has_offsets(group.group_id)):
-                group.transition(GroupEvent.REMOVED)
+                group.transition(CoordinatorEvent.REMOVED)
                 del self._groups[group.group_id]
 
     # ---------------------------------------------------------------- checks
@@ -683,7 +683,7 @@ class GroupCoordinator:
             for member in group.members.values():
                 member.assignment = b""
                 self._answer_sync(group, member, _C.REBALANCE_IN_PROGRESS)
-        group.transition(GroupEvent.REBALANCE_NEEDED)
+        group.transition(CoordinatorEvent.REBALANCE_NEEDED)
         self._schedule_join_deadline(group)
 
     def _schedule_join_deadline(self, group: _Group) -> None:
@@ -709,13 +709,13 @@ class GroupCoordinator:
         group.generation_id += 1
         if not group.members:
             group.protocol = ""
-            group.transition(GroupEvent.JOIN_COMPLETED_EMPTY)
+            group.transition(CoordinatorEvent.JOIN_COMPLETED_EMPTY)
             return
         leader = group.members.get(group.leader_id or "")
         if leader is None or leader.parked_join is None:
             group.leader_id = joined[0].member_id
         group.protocol = group.select_protocol()
-        group.transition(GroupEvent.JOIN_COMPLETED)
+        group.transition(CoordinatorEvent.JOIN_COMPLETED)
         leader_view = group.member_metadata()
         for member in joined:
             parked, member.parked_join = member.parked_join, None
@@ -742,7 +742,7 @@ class GroupCoordinator:
         if member.member_id == group.leader_id:
             for other in group.members.values():
                 other.assignment = assignments.get(other.member_id, b"")  # missing members get nothing
-            group.transition(GroupEvent.ASSIGNMENT_STORED)
+            group.transition(CoordinatorEvent.ASSIGNMENT_STORED)
             for other in group.members.values():
                 if self._answer_sync(group, other, _C.NONE):
                     self._refresh_session(other)
@@ -1031,7 +1031,7 @@ class GroupCoordinator:
         if isinstance(verdict, ErrorCode):
             return Result(group_id=group_id, error_code=verdict)
         group = self._groups.pop(group_id)
-        group.transition(GroupEvent.REMOVED)
+        group.transition(CoordinatorEvent.REMOVED)
         self._offsets.drop_group(group_id)
         return Result(group_id=group_id, error_code=_C.NONE)
 

@@ -111,7 +111,7 @@ from kproto.messages import (
 
 __all__ = [
     "GroupState",
-    "GroupEvent",
+    "CoordinatorEvent",
     "TRANSITIONS",
     "RequestKind",
     "Handling",
@@ -141,7 +141,7 @@ class GroupState(str, enum.Enum):
     DEAD = "Dead"
 
 
-class GroupEvent(enum.Enum):
+class CoordinatorEvent(enum.Enum):
     """What moves a group from one state to another."""
 
     REBALANCE_NEEDED = "a member joined, changed its metadata, left or expired"
@@ -153,10 +153,10 @@ class GroupEvent(enum.Enum):
 
 
 _S = GroupState
-_E = GroupEvent
+_E = CoordinatorEvent
 
 #: state × event → next state.  Missing pairs are illegal; these are Kafka's ``validPreviousStates``.
-TRANSITIONS: Mapping[Tuple[GroupState, GroupEvent], GroupState] = {
+TRANSITIONS: Mapping[Tuple[GroupState, CoordinatorEvent], GroupState] = {
     (_S.EMPTY, _E.REBALANCE_NEEDED): _S.PREPARING_REBALANCE,
     (_S.STABLE, _E.REBALANCE_NEEDED): _S.PREPARING_REBALANCE,
     (_S.COMPLETING_REBALANCE, _E.REBALANCE_NEEDED): _S.PREPARING_REBALANCE,
