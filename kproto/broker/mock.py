@@ -48,8 +48,8 @@ from kproto.broker.server import BrokerServer
 from kproto.connection.correlation import check_quirks
 from kproto.group.coordinator import CoordinatorConfig, GroupSnapshot
 
-if TYPE_CHECKING:  # the pure twin states the contract both record backends' Message classes follow
-    from kproto.records._pure import Message, Record
+if TYPE_CHECKING:  # the pure twin states the contract both record backends' record classes follow
+    from kproto.records._pure import LegacyRecord, Record
 
 __all__ = ["MockBroker", "StoredRecord", "parse_topic_spec"]
 
