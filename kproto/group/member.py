@@ -74,6 +74,8 @@ import enum
 import itertools
 from dataclasses import dataclass
 from typing import (
+    Any,
+    Callable,
     Dict,
     List,
     Mapping,
@@ -494,16 +496,7 @@ class GroupMember:
             raise RemoteProtocolError(f"request {request_id} ({pending.api}) answered by {type(response).__name__}, "
                                 f"not {expected.__name__}")
         del self._in_flight[request_id]
-        handlers = {
-            "group_coordinator": self._on_group_coordinator,
-            "join_group": self._on_join_group,
-            "sync_group": self._on_sync_group,
-            "heartbeat": self._on_heartbeat,
-            "offset_commit": self._on_offset_commit,
-            "offset_fetch": self._on_offset_fetch,
-            "leave_group": lambda pending, response: None,  # fire and forget
-        }
-        handlers[pending.api](pending, response)
+        _RESPONSE_HANDLERS[pending.api](self, pending, response)
         return self._take()
 
     def request_failed(self, request_id: int, now_ms: int) -> List[Action]:
@@ -899,3 +892,19 @@ class GroupMember:
     def _take(self) -> List[Action]:
         actions, self._actions = self._actions, []
         return actions
+
+
+def _ignore_leave_response(member: GroupMember, pending: _InFlight, response: Message) -> None:
+    """LeaveGroup is fire and forget: its answer changes nothing."""
+
+
+#: API → the member's handler of its response (built once).
+_RESPONSE_HANDLERS: Mapping[str, Callable[[GroupMember, _InFlight, Any], None]] = {
+    "group_coordinator": GroupMember._on_group_coordinator,
+    "join_group": GroupMember._on_join_group,
+    "sync_group": GroupMember._on_sync_group,
+    "heartbeat": GroupMember._on_heartbeat,
+    "offset_commit": GroupMember._on_offset_commit,
+    "offset_fetch": GroupMember._on_offset_fetch,
+    "leave_group": _ignore_leave_response,
+}
