@@ -55,7 +55,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from kproto.records import _pure  # noqa: E402
-from kproto.records.message_set import MessageSetCodec  # noqa: E402
+from kproto.records.codec import MessageSetCodec  # noqa: E402
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
 SIZES = {"small": (10_000, 100), "large": (1_000, 10_240)}

@@ -23,7 +23,7 @@ from kproto.schema.model import (
     TypeRef,
     ZERO_UUID,
 )
-from kproto.schema.versions import EMPTY, VersionRangeError, Versions
+from kproto.schema.version_ranges import EMPTY, VersionRangeError, Versions
 
 __all__ = ["SpecError", "load_specs", "default_spec_dir", "parse_spec_text"]
 
