@@ -734,6 +734,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.kio05_worker:
         return kio05_worker(args.repeat, args.min_time)
     env = environment()
+    compiled = env["kproto_backend"]["generated_codecs"] == "cython"
+    run_record = Run("codecs" if compiled else "codecs-pure", argv)
     call, per_object = allocation_floor(args.repeat, args.min_time)
     env["call_floor_ns"], env["allocation_floor_ns"] = call * 1e9, per_object * 1e9
     results, notes = run(args.repeat, args.min_time, args.only)
@@ -743,8 +745,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         print()
     else:
         print_table(env, results, notes)
-    compiled = env["kproto_backend"]["generated_codecs"] == "cython"
-    run_record = Run("codecs" if compiled else "codecs-pure", argv)
     run_record.settings = {"backend": env["kproto_backend"]["generated_codecs"], "kafka-python": env["kafka-python"],
                            "kio": env["kio"], "repeat": args.repeat, "min_time": args.min_time}
     for r in results:
