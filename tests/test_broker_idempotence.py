@@ -85,16 +85,24 @@ def test_unknown_ids_stale_epochs_and_bumps(broker, client) -> None:
     p = Producer(client, "epochs")
     assert p.send(p.batch(sequence=1))[0] == _C.OUT_OF_ORDER_SEQUENCE_NUMBER  # a first batch starts at 0
     assert p.send(p.batch(producer_id=p.id + 10_000))[0] == _C.UNKNOWN_PRODUCER_ID
-    assert p.send(p.batch(epoch=p.epoch + 1))[0] == _C.INVALID_PRODUCER_EPOCH  # never issued
     assert p.send(p.batch()) == (0, 0)
     p.next = 2
-    # v3+: naming the id and its epoch (or any pair) gets a fresh id at epoch 0, as Kafka answers
-    # every InitProducerId without a transactional id; the old id keeps producing.
-    for named_epoch in (p.epoch, 7):
-        fresh = client.request(init(producer_id=p.id, epoch=named_epoch), 4)
-        assert (fresh.error_code, fresh.producer_epoch) == (0, 0) and fresh.producer_id != p.id
-    assert p.send(p.batch()) == (0, 2)
-    assert broker.high_watermark("epochs", 0) == 4
+    # An idempotent producer may bump its epoch itself (Kafka's does after a failed batch): the new epoch
+    # starts at sequence 0, and the old one is fenced from then on.
+    assert p.send(p.batch(epoch=p.epoch + 1))[0] == _C.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert p.send(p.batch(epoch=p.epoch + 1, sequence=0)) == (0, 2)
+    assert p.send(p.batch())[0] == _C.INVALID_PRODUCER_EPOCH
+    p.epoch, p.next = p.epoch + 1, 2
+    # v3+ without a transactional id: naming the current (or a stale) id/epoch gets a fresh id at epoch 0,
+    # as from Apache Kafka; the new id starts at sequence 0 and the old one still appends where it was.
+    for named_epoch in (p.epoch, p.epoch + 7):
+        fresh = client.request(init(producer_id=p.id, epoch=named_epoch), 3)
+        assert (fresh.error_code, fresh.producer_epoch) == (0, 0) and fresh.producer_id not in (p.id, -1)
+    assert p.send(p.batch()) == (0, 4)
+    p.id, p.epoch, p.next = fresh.producer_id, 0, 2
+    assert p.send(p.batch())[0] == _C.OUT_OF_ORDER_SEQUENCE_NUMBER  # a new id starts at 0
+    assert p.send(p.batch(sequence=0)) == (0, 6)
+    assert broker.high_watermark("epochs", 0) == 8
 
 
 def test_sequences_wrap_past_int32() -> None:

@@ -43,8 +43,8 @@ def _record(**kw: Any) -> Any:
 
 
 def _msg(**kw: Any) -> Any:
-    from kproto.records import Message as _M
-    return _M(**kw)
+    from kproto.records import LegacyRecord
+    return LegacyRecord(**kw)
 
 
 TS = 1_700_000_000_000  # fixed record timestamps: compared as they are
