@@ -214,9 +214,11 @@ DROPPED = frozenset({
 #: Lists whose order carries no meaning (Kafka answers from hash maps): sorted by these keys first.
 _ORDER_KEYS = ("partition_index", "partition", "group_id", "name", "topic", "api_key", "node_id", "key")
 #: Identifiers a broker makes up: compared as "the n-th distinct value seen in this run".
-SYMBOLIC = frozenset({
-    "member_id", "leader", "producer_id", "topic_id", "session_id", "transactional_id_hint",
-})
+#: Field name -> the kind of id it holds (a leader is a member: both count in one numbering).
+SYMBOLIC: Mapping[str, str] = {
+    "member_id": "member", "leader": "member", "producer_id": "producer", "topic_id": "topic",
+    "session_id": "session",
+}
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -226,7 +228,7 @@ class _Symbols:
 
     def __call__(self, kind: str, value: Any) -> Any:
         # "None given" in each kind's own terms (0 is a real producer id: a fresh Kafka hands it out first).
-        if value in (None, "", -1, _ZERO_UUID) or (value == 0 and kind != "producer_id"):
+        if value in (None, "", -1, _ZERO_UUID) or (value == 0 and kind != "producer"):
             return value
         key = (kind, value)
         if key not in self.seen:
@@ -249,7 +251,7 @@ def _records_summary(raw: Any) -> Any:
 
 def _ordered(items: List[Dict[str, Any]], symbols: Optional[Callable[[str, Any], Any]] = None) -> List[Dict[str, Any]]:
     if symbols is not None and "member_id" in items[0]:  # group members: a hash map's order in Kafka
-        return sorted(items, key=lambda item: repr(symbols("member_id", item["member_id"])))  # type: ignore[misc]
+        return sorted(items, key=lambda item: repr(symbols("member", item["member_id"])))  # type: ignore[misc]
     for key in _ORDER_KEYS:
         if key in items[0]:
             return sorted(items, key=lambda item: repr(item.get(key)))
@@ -290,9 +292,9 @@ def normalise(body: Optional[Mapping[str, Any]], symbols: Callable[[str, Any], A
         if name in DROPPED:
             continue
         if name in SYMBOLIC:
-            value = symbols(name, value)
+            value = symbols(SYMBOLIC[name], value)
         elif name == "members" and isinstance(value, list):
-            value = [symbols("member_id", v) for v in value]
+            value = [symbols("member", v) for v in value]
         elif isinstance(value, (bytes, bytearray, memoryview)):
             value = bytes(value).hex()
         elif isinstance(value, uuid.UUID):
@@ -525,7 +527,7 @@ class Documented:
 
 
 def _served_versions() -> Mapping[int, Tuple[int, int]]:
-    from kproto.broker.handlers import SERVED_VERSIONS
+    from kproto.broker.core import SERVED_VERSIONS
     return SERVED_VERSIONS
 
 
@@ -549,9 +551,6 @@ DOCUMENTED: Tuple[Documented, ...] = (
     Documented("fetch-fills-the-response", "Fetch", r"fetch-read-.*", r"responses\[0\]\.partitions\[0\]\.records",
                ("transactions-aborted", "fetch-read-committed-done", "responses[0].partitions[0].records",
                 _offsets([0, 1, 2, 3, 4]))),
-    Documented("unissued-producer-epoch", "Produce", r"produce-unissued-epoch",
-               r"responses\[0\]\.partition_responses\[0\]\.error_code",
-               ("idempotent-sequences", "produce-unissued-epoch", "responses[0].partition_responses[0].error_code", 47)),
     Documented("zookeeper-era-offsets", "OffsetCommit", r"commit-v0", r"topics\[0\]\.partitions\[0\]\.error_code",
                ("zookeeper-era-offsets", "commit-v0", "topics[0].partitions[0].error_code", 0)),
     Documented("zookeeper-era-offsets", "OffsetFetch", r"fetch-v0",
