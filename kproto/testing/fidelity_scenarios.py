@@ -500,6 +500,7 @@ def _learn(answer: Any, live: Dict[str, Any]) -> None:
 #: Session timeout of the scripted members (the brokers' minimum is lowered to 1000 ms for them).
 GROUP_SESSION_MS = 1500
 _PAUSE = 0.3  # between a blocking request and the one that releases it
+_SILENT_GAP = 0.5  # between the silent member's last heartbeat and the other's rejoin
 
 
 def _group_script(join_v: int, sync_v: int, heartbeat_v: int, commit_v: int, leave_v: int) -> Any:
@@ -582,7 +583,10 @@ def _group_script(join_v: int, sync_v: int, heartbeat_v: int, commit_v: int, lea
         heartbeat("a", "a-heartbeat-wrong-generation", a, gen2 + 1)
         heartbeat("b", "b-heartbeat-unknown-member", "nobody", gen2)
         heartbeat("b", "b-heartbeat-last", b, gen2)
-        # B falls silent.  A rejoins; the join completes when B is expelled, its session over.
+        # B falls silent.  A, still heartbeating (its session ends well after B's), rejoins; the join
+        # completes when B is expelled, its session over: about a session after its last heartbeat.
+        time.sleep(_SILENT_GAP)
+        heartbeat("a", "a-heartbeat-before-rejoin", a, gen2)
         join("a", "a-join-3", a)
         third = s.wait("a-join-3", timed=True)
         gen3 = third.generation_id if third is not None else -1
