@@ -4,12 +4,14 @@ Kafka 4.1 (modern versions and the golden traffic of clients at their defaults),
 each time; answers compared field by field after normalising what legitimately differs.
 
     .venv/bin/python benchmarks/fidelity.py                       # starts Kafka 3.9.1, then 4.1.1
-    .venv/bin/python benchmarks/fidelity.py --json fidelity.json  # also write the counts and differences
     .venv/bin/python benchmarks/fidelity.py --kafka-3.9 127.0.0.1:9092   # a broker already running
+    .venv/bin/python benchmarks/fidelity.py --differences diff.json  # every differing field, as JSON
 
 Prints, per api, the fields compared and those that agree, then every difference, marked with the
-docs/broker.md entry that documents it (or UNDOCUMENTED).  A broker given by address must run with
-``group.min.session.timeout.ms=1000`` and ``group.initial.rebalance.delay.ms=0`` for the group scenarios.
+docs/broker.md entry that documents it (or UNDOCUMENTED), and saves the counts as
+``benchmarks/results/fidelity.json`` (rendered into docs/benchmarks.md).  A broker given by address must
+run with ``group.min.session.timeout.ms=1000`` and ``group.initial.rebalance.delay.ms=0``.  Exits 1 when a
+difference is undocumented.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from typing import Dict, Iterator, List, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from kproto.testing import fidelity as fid  # noqa: E402
+from results import Run, add_json_out  # noqa: E402
 from kproto.testing.fidelity_scenarios import GROUP_SCENARIOS, SCENARIOS, golden_scenarios  # noqa: E402
 
 RELEASES = {"3.9": "3.9.1", "4.1": "4.1.1"}
@@ -49,8 +53,10 @@ def main() -> int:
     parser.add_argument("--kafka-3.9", dest="k39", help="host:port of a running Kafka 3.9 broker")
     parser.add_argument("--kafka-4.1", dest="k41", help="host:port of a running Kafka 4.1 broker")
     parser.add_argument("--only", choices=sorted(RELEASES), help="one release line")
-    parser.add_argument("--json", type=Path, help="write counts and differences here")
+    parser.add_argument("--differences", type=Path, help="write every differing field here as JSON")
+    add_json_out(parser)
     args = parser.parse_args()
+    record = Run("fidelity")
     total = fid.Comparison()
     seconds: Dict[str, float] = {}
     for line in sorted(RELEASES):
@@ -74,12 +80,18 @@ def main() -> int:
               f"kafka={str(d.kafka)[:80]} mock={str(d.mock)[:80]}")
     print(f"\n{len(total.differences)} differing fields, {len(open_ones)} undocumented; "
           f"{len({d.name for d in fid.DOCUMENTED})} documented differences; seconds per release line: {seconds}")
-    if args.json:
+    seen = fid.documented_seen(total.differences)
+    for api in sorted(total.compared):
+        record.add(kind="api", name=api, agreed=total.agreed.get(api, 0), compared=total.compared[api])
+    for name in sorted(seen):
+        record.add(kind="documented", name=name, agreed=None, compared=seen[name])
+    record.settings = {"releases": [RELEASES[line] for line in sorted(seconds)], "seconds": seconds,
+                       "undocumented": len(open_ones)}
+    record.save(args.json_out)
+    if args.differences:
         report = total.to_json()
-        report["documented_seen"] = fid.documented_seen(total.differences)
-        report["undocumented"] = len(open_ones)
-        report["seconds"] = seconds
-        args.json.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        report["documented_seen"] = seen
+        args.differences.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return 1 if open_ones else 0
 
 
