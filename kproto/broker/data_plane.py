@@ -16,7 +16,8 @@ Versions and what each adds here (docs/broker-storage.md has the storage model):
   partition added to its transaction (else INVALID_TXN_STATE, or the fencing error).
 * Fetch v0-v3 get down-converted records (magic 0, then 1); v3+ ``max_bytes`` and the first batch
   whole; v4+ ``last_stable_offset``, and read_committed reads stop there and carry the aborted
-  transactions overlapping the fetched range; a zstd batch is UNSUPPORTED_COMPRESSION_TYPE only where it would be down-converted (v0-v3), as Kafka 3.9+ answers; v5+ ``log_start_offset``; v7+ fetch sessions
+  transactions overlapping the fetched range; a zstd batch is UNSUPPORTED_COMPRESSION_TYPE only where it
+  would be down-converted (v0-v3), as Kafka 3.9+ answers; v5+ ``log_start_offset``; v7+ fetch sessions
   are declined -- every answer carries session id 0, so clients keep sending full fetches (a request
   naming a session gets FETCH_SESSION_ID_NOT_FOUND, one with session id 0 and a positive epoch
   INVALID_FETCH_SESSION_EPOCH); v13+ name topics by id (UNKNOWN_TOPIC_ID for an id the cluster does
@@ -143,7 +144,8 @@ class DataPlane:
                     append_time = now
                 answers.setdefault(name, []).append(P(
                     index=part.index, error_code=code, base_offset=base, log_append_time_ms=append_time,
-                    log_start_offset=log.log_start_offset if log is not None and version >= 5 and code in _KEEPS_LOG_START else -1))
+                    log_start_offset=log.log_start_offset
+                    if log is not None and version >= 5 and code in _KEEPS_LOG_START else -1))
         finally:
             for lock in locks:
                 lock.release()

@@ -89,7 +89,7 @@ class _Conn:
         self.ready: List[object] = []
         self.closed = False
 
-    def receive(self) -> Optional[Response]:
+    def receive(self) -> Optional[Response[Any]]:
         while not self.ready:
             if self.closed:
                 return None
@@ -144,10 +144,11 @@ class Session:
         sent = c.conn.send(message, version)
         c.sock.sendall(sent.frame)
         if sent.expects_response:
-            self._pending[label] = (conn, message.API_KEY, version, time.monotonic())
+            self._pending[label] = (conn, int(message.API_KEY or 0), version, time.monotonic())
 
-    def wait(self, label: str, timed: bool = False) -> Optional[Message]:
-        """The answer to the request sent as ``label`` (None when the broker closed the connection)."""
+    def wait(self, label: str, timed: bool = False) -> Any:
+        """The answer to the request sent as ``label``: the response message of the request's api (None when
+        the broker closed the connection).  ``timed``: its arrival time is compared too."""
         try:
             conn, api_key, version, sent_at = self._pending.pop(label)
         except KeyError:
@@ -336,7 +337,8 @@ class Comparison:
 
     def to_json(self) -> Dict[str, Any]:
         return {
-            "apis": {api: {"compared": n, "agreed": self.agreed.get(api, 0)} for api, n in sorted(self.compared.items())},
+            "apis": {api: {"compared": n, "agreed": self.agreed.get(api, 0)}
+                     for api, n in sorted(self.compared.items())},
             "differences": [
                 {"scenario": d.scenario, "label": d.label, "api": d.api, "version": d.version, "path": d.path,
                  "kafka": _jsonable(d.kafka), "mock": _jsonable(d.mock)} for d in self.differences],
@@ -366,8 +368,8 @@ def compare(scenario: Scenario, kafka: ScenarioRun, mock: ScenarioRun) -> Compar
         ref = ka or ma
         assert ref is not None
         api = _api_name(ref.api_key)
-        k_fields = normalise(ka.body, k_symbols) if ka else {"<no answer>": True}
-        m_fields = normalise(ma.body, m_symbols) if ma else {"<no answer>": True}
+        k_fields: Dict[str, Any] = normalise(ka.body, k_symbols) if ka else {"<no answer>": True}
+        m_fields: Dict[str, Any] = normalise(ma.body, m_symbols) if ma else {"<no answer>": True}
         if ka is not None and ma is not None and ref.timed:
             k_fields["<arrival s>"] = round(ka.arrived_at - ka.sent_at, 1)
             m_fields["<arrival s>"] = round(ma.arrived_at - ma.sent_at, 1)
