@@ -58,8 +58,8 @@ def test_a_scenario_that_stopped_early_is_always_a_difference() -> None:
 
 def test_records_compare_as_records_not_bytes() -> None:
     from kproto.records import encode_record_batch
-    a = encode_record_batch([(b"k", b"v")], partition_leader_epoch=0)
-    b = encode_record_batch([(b"k", b"v")], partition_leader_epoch=-1)
+    a = encode_record_batch([(b"k", b"v", 5)], partition_leader_epoch=0)
+    b = encode_record_batch([(b"k", b"v", 5)], partition_leader_epoch=-1)
     assert a != b
     assert _compare([_run("f", {"records": a})], [_run("f", {"records": b})]).differences == []
 

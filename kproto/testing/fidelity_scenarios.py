@@ -26,38 +26,21 @@ from kproto.testing.fidelity import Scenario, Session
 
 __all__ = ["SCENARIOS", "GROUP_SCENARIOS", "golden_scenarios", "build"]
 
-Record: Any = None  # bound on first use (the backend-bound records classes load lazily)
-
 
 def build(cls: Type[Message], **fields: Any) -> Any:
     """A request from keyword fields, nested structs as dicts."""
     return cls.from_dict(fields)
 
 
-def _record(**kw: Any) -> Any:
-    global Record
-    if Record is None:
-        from kproto.records import Record as _R
-        Record = _R
-    return Record(**kw)
-
-
-def _msg(**kw: Any) -> Any:
-    from kproto.records import LegacyRecord
-    return LegacyRecord(**kw)
-
-
 TS = 1_700_000_000_000  # fixed record timestamps: compared as they are
 
 
 def batch(values: List[bytes], **kw: Any) -> bytes:
-    return encode_record_batch([_record(key=b"k%d" % i, value=v, timestamp=TS + i) for i, v in enumerate(values)], **kw)
+    return encode_record_batch([(b"k%d" % i, v, TS + i) for i, v in enumerate(values)], **kw)
 
 
 def legacy(values: List[bytes], magic: int = 0, codec: Optional[str] = None) -> bytes:
-    messages = [_msg(key=b"k%d" % i, value=v, magic=magic, timestamp=(TS + i) if magic else None,
-                     timestamp_type=0 if magic else None)
-                for i, v in enumerate(values)]
+    messages = [(b"k%d" % i, v, TS + i) for i, v in enumerate(values)]  # magic 0 ignores the timestamp
     return encode_message_set(messages, magic=magic, codec=codec)
 
 
