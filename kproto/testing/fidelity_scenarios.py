@@ -482,7 +482,7 @@ def _learn(answer: Any, live: Dict[str, Any]) -> None:
 
 #: Session timeout of the scripted members (the brokers' minimum is lowered to 1000 ms for them).
 GROUP_SESSION_MS = 1500
-_PAUSE = 0.3  # between a blocking request and the one that releases it
+_PAUSE = 0.7  # between a blocking request and the one that releases it: more than the tolerance
 _SILENT_GAP = 0.5  # between the silent member's last heartbeat and the other's rejoin
 
 
