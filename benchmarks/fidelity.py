@@ -4,14 +4,13 @@ Kafka 4.1 (modern versions and the golden traffic of clients at their defaults),
 each time; answers compared field by field after normalising what legitimately differs.
 
     .venv/bin/python benchmarks/fidelity.py                       # starts Kafka 3.9.1, then 4.1.1
-    .venv/bin/python benchmarks/fidelity.py --kafka-3.9 127.0.0.1:9092   # a broker already running
+    .venv/bin/python benchmarks/fidelity.py --only 4.1            # one release line
     .venv/bin/python benchmarks/fidelity.py --differences diff.json  # every differing field, as JSON
 
 Prints, per api, the fields compared and those that agree, then every difference, marked with the
 docs/broker.md entry that documents it (or UNDOCUMENTED), and saves the counts as
-``benchmarks/results/fidelity.json`` (rendered into docs/benchmarks.md).  A broker given by address must
-run with ``group.min.session.timeout.ms=1000`` and ``group.initial.rebalance.delay.ms=0``.  Exits 1 when a
-difference is undocumented.
+``benchmarks/results/fidelity.json`` (rendered into docs/benchmarks.md).  Exits 1 when a difference is
+undocumented.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -34,13 +33,10 @@ from kproto.testing.fidelity_scenarios import GROUP_SCENARIOS, SCENARIOS, golden
 
 RELEASES = {"3.9": "3.9.1", "4.1": "4.1.1"}
 @contextlib.contextmanager
-def kafka_address(line: str, given: Optional[str]) -> Iterator[str]:
-    if given:
-        yield given
-        return
+def kafka_target(line: str) -> Iterator[fid.Target]:
     from kproto.testing.apache_kafka import ApacheKafka
     with ApacheKafka(RELEASES[line], broker_config=fid.KAFKA_CONFIG) as kafka:
-        yield kafka.bootstrap_servers
+        yield fid.kafka_target(kafka.address(kafka.node_ids[0]), kafka.create_topic)
 
 
 def corpus(line: str) -> List[fid.Scenario]:
@@ -50,8 +46,6 @@ def corpus(line: str) -> List[fid.Scenario]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kafka-3.9", dest="k39", help="host:port of a running Kafka 3.9 broker")
-    parser.add_argument("--kafka-4.1", dest="k41", help="host:port of a running Kafka 4.1 broker")
     parser.add_argument("--only", choices=sorted(RELEASES), help="one release line")
     parser.add_argument("--differences", type=Path, help="write every differing field here as JSON")
     add_json_out(parser)
@@ -63,9 +57,8 @@ def main() -> int:
         if args.only and line != args.only:
             continue
         t0 = time.monotonic()
-        with kafka_address(line, args.k39 if line == "3.9" else args.k41) as address, fid.comparable_mock() as broker:
-            result = fid.run_and_compare(corpus(line), fid.kafka_target(fid.parse_address(address)),
-                                         fid.mock_target(broker))
+        with kafka_target(line) as kafka, fid.comparable_mock() as broker:
+            result = fid.run_and_compare(corpus(line), kafka, fid.mock_target(broker))
         seconds[line] = round(time.monotonic() - t0, 1)
         total.add(result)
     print(f"{'api':<20} {'agree':>7} / {'compared':<8}")

@@ -10,22 +10,21 @@ from kproto.testing import fidelity as fid
 from kproto.testing.jars import JavaToolMissingError
 
 
-def kafka_broker(version: str) -> Iterator[str]:
-    """A real Kafka ``version`` for a whole module (bootstrap address), set up as the corpus needs."""
+def kafka_broker(version: str) -> Iterator[fid.Target]:
+    """A real Kafka ``version`` for a whole module, set up as the corpus needs, as a comparison target."""
     from kproto.testing.apache_kafka import ApacheKafka
     try:
         kafka = ApacheKafka(version, broker_config=fid.KAFKA_CONFIG).start()
     except JavaToolMissingError as exc:
         pytest.skip(f"Apache Kafka {version} cannot run here: {exc}")
     try:
-        yield kafka.bootstrap_servers
+        yield fid.kafka_target(kafka.address(kafka.node_ids[0]), kafka.create_topic)
     finally:
         kafka.stop()
 
 
-def assert_agrees(scenarios: List[fid.Scenario], kafka_address: str, mock: object) -> fid.Comparison:
+def assert_agrees(scenarios: List[fid.Scenario], kafka: fid.Target, mock: object) -> fid.Comparison:
     """Run each scenario on both brokers; fail listing every difference docs/broker.md does not name."""
-    kafka = fid.kafka_target(fid.parse_address(kafka_address))
     result = fid.run_and_compare(scenarios, kafka, fid.mock_target(mock))
     left = fid.undocumented(result.differences)
     assert not left, "\n".join(f"{d.scenario} {d.label} {d.api} v{d.version} {d.path}: kafka={d.kafka!r} "

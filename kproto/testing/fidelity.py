@@ -405,30 +405,20 @@ def write_report(comparison: Comparison, path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- targets
 
-def kafka_target(address: Tuple[str, int], name: str = "kafka") -> Target:
-    """A running Kafka broker at ``address``; topics are created with CreateTopics and waited for."""
-    from kproto.messages import CreateTopicsRequest, MetadataRequest
+def kafka_target(address: Tuple[str, int], create_topic: Callable[[str, int], None], name: str = "kafka") -> Target:
+    """A running Kafka broker at ``address`` whose topics ``create_topic`` makes (an
+    :class:`~kproto.testing.apache_kafka.ApacheKafka`'s): returned once its coordinators and producer ids
+    answer, and each topic handed over once its leader serves every partition."""
 
     def create(topic: str, partitions: int) -> None:
+        create_topic(topic, partitions)
         conn = _Conn(address, "kproto-fidelity-admin")
         try:
-            request = CreateTopicsRequest.from_dict({"timeout_ms": 10000, "topics": [
-                {"name": topic, "num_partitions": partitions, "replication_factor": 1}]})
-            conn.sock.sendall(conn.conn.send(request, 5).frame)
-            answer = conn.receive()
-            if answer is None or answer.message.topics[0].error_code not in (0, 36):
-                raise FidelityError(f"CreateTopics {topic!r} at {address}: {answer and answer.message}")
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                query = MetadataRequest.from_dict({"topics": [{"name": topic}], "allow_auto_topic_creation": False})
-                conn.sock.sendall(conn.conn.send(query, 9).frame)
-                got = conn.receive()
-                parts = got.message.topics[0].partitions if got is not None else []
-                if got is not None and len(parts) == partitions and all(p.leader_id >= 0 for p in parts):
-                    if _partitions_served(conn, topic, partitions):
-                        return
+            while not _partitions_served(conn, topic, partitions):
+                if time.monotonic() > deadline:
+                    raise FidelityError(f"topic {topic!r} at {address} is not served after 30 s")
                 time.sleep(0.05)
-            raise FidelityError(f"topic {topic!r} at {address} has no leaders after 30 s")
         finally:
             conn.sock.close()
 
@@ -438,9 +428,7 @@ def kafka_target(address: Tuple[str, int], name: str = "kafka") -> Target:
 
 def _wait_for_coordinators(address: Tuple[str, int], timeout: float = 60.0) -> None:
     """Kafka creates its offsets and transaction topics on the first FindCoordinator: wait for both."""
-    from kproto.messages import FindCoordinatorRequest
-
-    from kproto.messages import InitProducerIdRequest
+    from kproto.messages import FindCoordinatorRequest, InitProducerIdRequest
 
     conn = _Conn(address, "kproto-fidelity-admin")
     try:
@@ -469,7 +457,8 @@ def _wait_for_coordinators(address: Tuple[str, int], timeout: float = 60.0) -> N
 
 
 def _partitions_served(conn: "_Conn", topic: str, partitions: int) -> bool:
-    """The leader answers ListOffsets for every partition (metadata names it a little before that)."""
+    """The leader answers ListOffsets for every partition (metadata names it a little before that, and a
+    Produce in between is NOT_LEADER_OR_FOLLOWER)."""
     from kproto.messages import ListOffsetsRequest
 
     request = ListOffsetsRequest.from_dict({"replica_id": -1, "topics": [{"name": topic, "partitions": [
