@@ -29,7 +29,6 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from kproto.apis import APIS
@@ -39,16 +38,30 @@ from kproto.message_base import Message
 from kproto.records import decode_records
 
 __all__ = [
+    "DOCUMENTED",
+    "KAFKA_CONFIG",
     "Answer",
+    "Comparison",
     "Difference",
+    "Documented",
+    "FidelityError",
     "Scenario",
     "ScenarioRun",
     "Session",
     "Target",
+    "comparable_mock",
     "compare",
+    "documented_seen",
     "flatten",
+    "kafka_target",
+    "mock_target",
     "normalise",
+    "normalised_answers",
+    "parse_address",
+    "run_and_compare",
+    "run_pair",
     "run_scenario",
+    "undocumented",
 ]
 
 #: Seconds a response may take before the session gives up on it.
@@ -397,10 +410,6 @@ def run_and_compare(scenarios: Sequence[Scenario], kafka: Target, mock: Target) 
     for scenario in scenarios:
         total.add(run_pair(scenario, kafka, mock))
     return total
-
-
-def write_report(comparison: Comparison, path: Path) -> None:
-    path.write_text(json.dumps(comparison.to_json(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------------- targets

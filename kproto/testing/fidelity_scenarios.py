@@ -253,7 +253,7 @@ def transactions_aborted(s: Session) -> None:
     s.call("list-offsets-committed-open", list_offsets(topic, -1, isolation=1), 7)
     s.call("end-txn-abort", build(m.EndTxnRequest, transactional_id=txn, producer_id=pid, producer_epoch=epoch,
                                   committed=False), 3)
-    _settle(s, "abort")
+    _settle()
     s.call("fetch-read-committed-aborted", fetch(topic, 0, isolation=1), 12)
     s.call("fetch-read-uncommitted-aborted", fetch(topic, 0, isolation=0), 12)
     s.call("end-txn-again", build(m.EndTxnRequest, transactional_id=txn, producer_id=pid, producer_epoch=epoch,
@@ -270,7 +270,7 @@ def transactions_aborted(s: Session) -> None:
                                               "committed_leader_epoch": -1, "committed_metadata": ""}]}]), 3)
     s.call("end-txn-commit", build(m.EndTxnRequest, transactional_id=txn, producer_id=pid, producer_epoch=epoch,
                                    committed=True), 3)
-    _settle(s, "commit")
+    _settle()
     s.call("fetch-read-committed-done", fetch(topic, 0, isolation=1), 12)
     s.call("offset-fetch-v7-after", build(m.OffsetFetchRequest, group_id=group, topics=[
         {"name": topic, "partition_indexes": [0]}], require_stable=True), 7)
@@ -284,8 +284,8 @@ def transactions_aborted(s: Session) -> None:
                                         producer_epoch=epoch, committed=True), 4)
 
 
-def _settle(s: Session, what: str) -> None:
-    """Kafka writes transaction markers asynchronously after EndTxn: wait for the end marker to land."""
+def _settle() -> None:
+    """Kafka writes transaction markers asynchronously after EndTxn: give the end marker time to land."""
     time.sleep(0.5)
 
 
