@@ -69,7 +69,9 @@ class Run:
             if a.startswith("--json-out="):
                 continue
             shown.append(a)
-        self.command = " ".join(["python", f"benchmarks/{script}", *map(shlex.quote, shown)])
+        # The environment switches that change what is measured are part of the command.
+        switches = [f"{k}={os.environ[k]}" for k in ("KPROTO_PURE",) if os.environ.get(k)]
+        self.command = " ".join([*switches, "python", f"benchmarks/{script}", *map(shlex.quote, shown)])
         self.started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         self.load_start = _loadavg()
         self.rows: List[Row] = []
