@@ -1,0 +1,134 @@
+"""Apache Kafka's Java client (``kafka-clients`` 4.1) at its defaults against the mock broker.
+
+``tests/java/JavaClientScenarios.java`` runs every scenario in one JVM (its startup is the bulk of the
+cost) and prints one JSON line per step; the tests here check those lines and what the broker stored:
+
+* the producer at its defaults -- idempotent, ``acks=all`` -- writes keyed records over three partitions;
+* a consumer in a classic-protocol group reads them back in offset order and commits;
+* the Admin client creates, grows, describes and deletes topics, describes the cluster and configs, lists
+  offsets, lists and describes groups; DeleteRecords, which the mock does not serve, is refused as Kafka's
+  client refuses any api its broker does not advertise (UnsupportedVersionException, raised before
+  sending);
+* a transactional producer commits, aborts and commits again, and a ``read_committed`` consumer sees only
+  the committed records.
+
+The jars come from Maven through :mod:`kproto.testing.jars`; without ``java``/``javac``/``mvn`` the
+module is skipped with one line naming the missing tool.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from kproto.testing import MockBroker, jars
+
+pytestmark = pytest.mark.real_clients
+
+KAFKA_CLIENTS = "org.apache.kafka:kafka-clients:4.1.1"
+SOURCE = Path(__file__).parent / "java" / "JavaClientScenarios.java"
+N = 3000  # JavaClientScenarios.N
+RUN_TIMEOUT_S = 600.0
+
+
+@pytest.fixture(scope="module")
+def java_run(tmp_path_factory: pytest.TempPathFactory):
+    """(broker, {(scenario, step): result line}) after one JVM ran every scenario against one broker."""
+    try:
+        java, javac = jars.require_tool("java"), jars.require_tool("javac")
+        lib = jars.resolve([KAFKA_CLIENTS])
+    except jars.JavaToolMissingError as exc:
+        pytest.skip(f"Java client tests need a JDK and Maven: {exc}")
+    classes = tmp_path_factory.mktemp("java-classes")
+    subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)], check=True,
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
+    with MockBroker(topics={"jt": 3, "jx": 2}) as broker:
+        done = subprocess.run(
+            [java, "-cp", f"{classes}:{lib}/*", "JavaClientScenarios", broker.bootstrap_servers,
+             "produce", "consume", "admin", "transactions"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=RUN_TIMEOUT_S)
+        assert done.returncode == 0, done.stderr[-4000:]
+        results: Dict[tuple, dict] = {}
+        for line in done.stdout.splitlines():
+            entry = json.loads(line)
+            results[(entry["scenario"], entry["step"])] = entry
+        assert ("done", "all") in results, done.stdout[-2000:]
+        yield broker, results
+
+
+def ok(results: Dict[tuple, dict], scenario: str, step: str) -> dict:
+    entry = results[(scenario, step)]
+    assert entry["ok"], f"{scenario}/{step}: {entry.get('error')}: {entry.get('message')}"
+    return entry
+
+
+def test_idempotent_producer_at_defaults(java_run) -> None:
+    broker, results = java_run
+    sent = ok(results, "produce", "send")
+    assert sent["sent"] == N and sum(sent["per_partition"].values()) == N
+    from kproto.records import decode_records
+
+    for partition in range(3):
+        stored = broker.records("jt", partition)
+        assert len(stored) == sent["per_partition"][str(partition)]
+        batches = list(decode_records(broker.log_bytes("jt", partition)).batches)
+        assert batches and all(b.producer_id >= 0 for b in batches), "the default producer is idempotent"
+        sequences = [b.base_sequence for b in batches]
+        assert sequences == sorted(sequences) and sequences[0] == 0, "sequences per partition from 0, in order"
+
+
+def test_group_consumer_reads_and_commits(java_run) -> None:
+    broker, results = java_run
+    read = ok(results, "consume", "read_and_commit")
+    assert sorted(read["values"]) == sorted(f"v{i}" for i in range(N)), "lost or duplicated records"
+    for partition, offsets in read["offsets"].items():
+        assert offsets == [r.offset for r in broker.records("jt", int(partition))]
+    expected = {str(p): len(broker.records("jt", p)) for p in range(3)}
+    assert read["committed"] == expected
+    assert {(t, p): o for (t, p), (o, _) in broker.committed("jg").items()} == \
+        {("jt", int(p)): n for p, n in expected.items()}
+
+
+def test_admin_client(java_run) -> None:
+    broker, results = java_run
+    ok(results, "admin", "create_topics")
+    duplicate = results[("admin", "create_topics_duplicate")]
+    assert not duplicate["ok"] and duplicate["error"].endswith(".TopicExistsException")
+    ok(results, "admin", "create_partitions")
+    described = ok(results, "admin", "describe_topics")
+    assert described["partitions"] == {"ja": 4, "jt": 3} and described["topic_id_set"]
+    cluster = ok(results, "admin", "describe_cluster")
+    assert cluster["nodes"] == 1 and cluster["controller"] == broker.config.node_id
+    assert cluster["cluster_id"] == broker.config.cluster_id
+    assert ok(results, "admin", "describe_configs")["cleanup.policy"] == "delete"
+
+    offsets = ok(results, "admin", "list_offsets")
+    stored = broker.records("jt", 0)
+    assert (offsets["earliest"], offsets["latest"]) == (0, len(stored))
+    newest = max(r.timestamp for r in stored)
+    assert offsets["max_timestamp"] == next(r.offset for r in stored if r.timestamp == newest)
+
+    assert ok(results, "admin", "list_groups")["groups"] == ["jg:Empty"]
+    group = ok(results, "admin", "describe_groups")
+    assert (group["state"], group["members"], group["type"]) == ("Empty", 0, "Classic")
+    group_offsets = ok(results, "admin", "list_group_offsets")
+    assert (group_offsets["partitions"], group_offsets["total"]) == (3, N)
+    refused = results[("admin", "delete_records")]
+    assert not refused["ok"] and refused["error"].endswith(".UnsupportedVersionException")
+    assert "DELETE_RECORDS" in refused["message"]
+    assert ok(results, "admin", "delete_topics")["still_listed"] is False
+    assert "ja" not in broker.topics()
+
+
+def test_transactions_read_committed(java_run) -> None:
+    broker, results = java_run
+    ok(results, "transactions", "commit_abort_commit")
+    seen: List[str] = ok(results, "transactions", "read_committed")["values"]
+    assert seen == sorted([f"c1-{i}" for i in range(10)] + [f"c2-{i}" for i in range(10)])
+    stored = [r.value for r in broker.records("jx")]
+    assert sorted(v for v in stored if v.startswith(b"a-")) == sorted(f"a-{i}".encode() for i in range(10)), \
+        "the aborted records are in the log, hidden by the abort marker"
