@@ -6,11 +6,13 @@ cost) and prints one JSON line per step; the tests here check those lines and wh
 * the producer at its defaults -- idempotent, ``acks=all`` -- writes keyed records over three partitions;
 * a consumer in a classic-protocol group reads them back in offset order and commits;
 * the Admin client creates, grows, describes and deletes topics, describes the cluster and configs, lists
-  offsets, lists and describes groups; DeleteRecords, which the mock does not serve, is refused as Kafka's
+  offsets, lists and describes groups, sets, deletes and lists a group's offsets and deletes the group, and
+  names an unknown topic; DeleteRecords, which the mock does not serve, is refused as Kafka's
   client refuses any api its broker does not advertise (UnsupportedVersionException, raised before
   sending);
-* a transactional producer commits, aborts and commits again, and a ``read_committed`` consumer sees only
-  the committed records.
+* a transactional producer commits, aborts and commits again, each time with a group member's offsets
+  (sendOffsetsToTransaction), and a ``read_committed`` consumer sees only the committed records; the
+  group keeps only the committed offsets.
 
 The jars come from Maven through :mod:`kproto.testing.jars`; without ``java``/``javac``/``mvn`` the
 module is skipped with one line naming the missing tool.
@@ -44,8 +46,9 @@ def java_run(tmp_path_factory: pytest.TempPathFactory):
     except jars.JavaToolMissingError as exc:
         pytest.skip(f"Java client tests need a JDK and Maven: {exc}")
     classes = tmp_path_factory.mktemp("java-classes")
-    subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)], check=True,
-                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
+    built = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=RUN_TIMEOUT_S)
+    assert built.returncode == 0, f"javac failed:\n{built.stdout[-4000:]}"
     with MockBroker(topics={"jt": 3, "jx": 2}) as broker:
         done = subprocess.run(
             [java, "-cp", f"{classes}:{lib}/*", "JavaClientScenarios", broker.bootstrap_servers,
@@ -117,6 +120,12 @@ def test_admin_client(java_run) -> None:
     assert (group["state"], group["members"], group["type"]) == ("Empty", 0, "Classic")
     group_offsets = ok(results, "admin", "list_group_offsets")
     assert (group_offsets["partitions"], group_offsets["total"]) == (3, N)
+    # Offsets committed by the Admin client to a group nobody joined create it (Empty), as on Kafka.
+    assert ok(results, "admin", "alter_group_offsets")["offsets"] == {"jt-0": 1, "jt-1": 5, "jt-2": 9}
+    assert ok(results, "admin", "delete_group_offsets")["left"] == ["jt-0", "jt-1"]
+    assert ok(results, "admin", "delete_groups")["groups"] == ["jg"] and broker.group("jadm") is None
+    unknown = results[("admin", "describe_unknown_topic")]
+    assert not unknown["ok"] and unknown["error"].endswith(".UnknownTopicOrPartitionException")
     refused = results[("admin", "delete_records")]
     assert not refused["ok"] and refused["error"].endswith(".UnsupportedVersionException")
     assert "DELETE_RECORDS" in refused["message"]
@@ -126,9 +135,11 @@ def test_admin_client(java_run) -> None:
 
 def test_transactions_read_committed(java_run) -> None:
     broker, results = java_run
-    ok(results, "transactions", "commit_abort_commit")
+    assert ok(results, "transactions", "commit_abort_commit")["generation"] >= 1
     seen: List[str] = ok(results, "transactions", "read_committed")["values"]
     assert seen == sorted([f"c1-{i}" for i in range(10)] + [f"c2-{i}" for i in range(10)])
     stored = [r.value for r in broker.records("jx")]
     assert sorted(v for v in stored if v.startswith(b"a-")) == sorted(f"a-{i}".encode() for i in range(10)), \
         "the aborted records are in the log, hidden by the abort marker"
+    committed = {tp: offset for tp, (offset, _) in broker.committed("jxo").items()}
+    assert committed == {("jt", 0): 7}, "the last committed transaction's offsets, not the aborted one's"

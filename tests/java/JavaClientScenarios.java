@@ -264,6 +264,35 @@ public final class JavaClientScenarios {
                 for (OffsetAndMetadata m : o.values()) total += m.offset();
                 return Map.of("partitions", o.size(), "total", total);
             });
+            step(s, "alter_group_offsets", () -> {
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (int i = 0; i < 3; i++) offsets.put(new TopicPartition("jt", i), new OffsetAndMetadata(1 + 4 * i));
+                get(admin.alterConsumerGroupOffsets("jadm", offsets).all());
+                Map<String, Long> got = new TreeMap<>();
+                for (Map.Entry<TopicPartition, OffsetAndMetadata> e :
+                        get(admin.listConsumerGroupOffsets("jadm").partitionsToOffsetAndMetadata()).entrySet()) {
+                    got.put(e.getKey().toString(), e.getValue().offset());
+                }
+                return Map.of("offsets", got);
+            });
+            step(s, "delete_group_offsets", () -> {
+                get(admin.deleteConsumerGroupOffsets("jadm", Set.of(new TopicPartition("jt", 2))).all());
+                Map<TopicPartition, OffsetAndMetadata> o = get(admin.listConsumerGroupOffsets("jadm").partitionsToOffsetAndMetadata());
+                List<String> left = new ArrayList<>();
+                for (TopicPartition tp : o.keySet()) left.add(tp.toString());
+                Collections.sort(left);
+                return Map.of("left", left);
+            });
+            step(s, "delete_groups", () -> {
+                get(admin.deleteConsumerGroups(List.of("jadm")).all());
+                List<String> ids = new ArrayList<>();
+                for (GroupListing g : get(admin.listGroups(ListGroupsOptions.forConsumerGroups()).all())) ids.add(g.groupId());
+                return Map.of("groups", ids);
+            });
+            step(s, "describe_unknown_topic", () -> {
+                get(admin.describeTopics(List.of("nope")).allTopicNames());
+                return Map.of();
+            });
             step(s, "delete_records", () -> {
                 TopicPartition tp = new TopicPartition("jt", 0);
                 return Map.of("low_watermark",
@@ -279,7 +308,9 @@ public final class JavaClientScenarios {
 
     /**
      * A transactional producer commits one batch, aborts one, commits another; a read_committed consumer
-     * then sees exactly the committed records.
+     * then sees exactly the committed records.  Each transaction also carries the offsets of a live member
+     * of group "jxo" (sendOffsetsToTransaction with its group metadata: generation and member id checked
+     * by the coordinator), so only the committed rounds' offsets become the group's.
      */
     static void transactions() {
         String s = "transactions";
@@ -287,20 +318,27 @@ public final class JavaClientScenarios {
             Properties p = base();
             p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "jtx");
             try (KafkaProducer<String, String> producer =
-                         new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
+                         new KafkaProducer<>(p, new StringSerializer(), new StringSerializer());
+                 KafkaConsumer<String, String> source = consumer("jxo", Map.of())) {
+                source.subscribe(List.of("jt"));
+                long end = System.currentTimeMillis() + STEP_TIMEOUT_S * 1000;
+                while (source.assignment().isEmpty() && System.currentTimeMillis() < end) source.poll(Duration.ofMillis(100));
                 producer.initTransactions();
-                String[][] rounds = {{"commit", "c1"}, {"abort", "a"}, {"commit", "c2"}};
+                String[][] rounds = {{"commit", "c1", "5"}, {"abort", "a", "9"}, {"commit", "c2", "7"}};
                 for (String[] round : rounds) {
                     producer.beginTransaction();
                     for (int i = 0; i < 10; i++) {
                         producer.send(new ProducerRecord<>("jx", String.valueOf(i), round[1] + "-" + i));
                     }
+                    producer.sendOffsetsToTransaction(
+                            Map.of(new TopicPartition("jt", 0), new OffsetAndMetadata(Long.parseLong(round[2]))),
+                            source.groupMetadata());
                     producer.flush();
                     if (round[0].equals("commit")) producer.commitTransaction();
                     else producer.abortTransaction();
                 }
+                return Map.of("generation", source.groupMetadata().generationId());
             }
-            return Map.of();
         });
         step(s, "read_committed", () -> {
             try (KafkaConsumer<String, String> c = consumer("jxg", Map.of(
