@@ -4,6 +4,7 @@
 cost) and prints one JSON line per step; the tests here check those lines and what the broker stored:
 
 * the producer at its defaults -- idempotent, ``acks=all`` -- writes keyed records over three partitions;
+* each compression codec (gzip, snappy, lz4, zstd) round-trips through the broker as the client wrote it;
 * a consumer in a classic-protocol group reads them back in offset order and commits;
 * the Admin client creates, grows, describes and deletes topics, describes the cluster and configs, lists
   offsets, lists and describes groups, sets, deletes and lists a group's offsets and deletes the group, and
@@ -52,7 +53,7 @@ def java_run(tmp_path_factory: pytest.TempPathFactory):
     with MockBroker(topics={"jt": 3, "jx": 2}) as broker:
         done = subprocess.run(
             [java, "-cp", f"{classes}:{lib}/*", "JavaClientScenarios", broker.bootstrap_servers,
-             "produce", "consume", "admin", "transactions"],
+             "produce", "codecs", "consume", "admin", "transactions"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=RUN_TIMEOUT_S)
         assert done.returncode == 0, done.stderr[-4000:]
         results: Dict[tuple, dict] = {}
@@ -82,6 +83,18 @@ def test_idempotent_producer_at_defaults(java_run) -> None:
         assert batches and all(b.producer_id >= 0 for b in batches), "the default producer is idempotent"
         sequences = [b.base_sequence for b in batches]
         assert sequences == sorted(sequences) and sequences[0] == 0, "sequences per partition from 0, in order"
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_round_trip(java_run, codec: str) -> None:
+    broker, results = java_run
+    expected = [f"{codec}-{i}" for i in range(500)]
+    assert ok(results, "codecs", codec)["values"] == expected
+    from kproto.records import decode_records
+
+    batches = list(decode_records(broker.log_bytes(f"jc-{codec}", 0)).batches)
+    assert batches and all(b.codec == codec for b in batches), "stored as the client compressed it"
+    assert [r.value for r in broker.records(f"jc-{codec}", 0)] == [v.encode() for v in expected]
 
 
 def test_group_consumer_reads_and_commits(java_run) -> None:

@@ -42,7 +42,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
 /**
  * Apache Kafka's Java client at its defaults against a broker, one scenario per argument, in one JVM.
  *
- * Usage: JavaClientScenarios BOOTSTRAP SCENARIO... (produce, consume, admin, transactions).
+ * Usage: JavaClientScenarios BOOTSTRAP SCENARIO... (produce, codecs, consume, admin, transactions).
  * Every outcome is one JSON object per line on stdout: {"scenario":..., "step":..., "ok":..., ...}; a
  * failed step carries the exception class and message ("error"), so the test states what Kafka's client
  * saw.  Every wait is bounded, so a broker that never answers shows as a TimeoutException, not a hang.
@@ -57,6 +57,7 @@ public final class JavaClientScenarios {
         for (int i = 1; i < args.length; i++) {
             switch (args[i]) {
                 case "produce": produce(); break;
+                case "codecs": codecs(); break;
                 case "consume": consume(); break;
                 case "admin": admin(); break;
                 case "transactions": transactions(); break;
@@ -150,6 +151,34 @@ public final class JavaClientScenarios {
                 return Map.of("sent", sent.size(), "per_partition", perPartition);
             }
         });
+    }
+
+    /**
+     * Each compression codec the Java client writes (gzip, snappy, lz4, zstd): 500 records to topic
+     * "jc-CODEC", read back by a consumer assigned to its partition (no group).
+     */
+    static void codecs() {
+        for (String codec : List.of("gzip", "snappy", "lz4", "zstd")) {
+            step("codecs", codec, () -> {
+                String topic = "jc-" + codec;
+                Properties p = base();
+                p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
+                try (KafkaProducer<String, String> producer =
+                             new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
+                    for (int i = 0; i < 500; i++) producer.send(new ProducerRecord<>(topic, "k" + i, codec + "-" + i));
+                    producer.flush();
+                }
+                Properties c = base();
+                c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+                try (KafkaConsumer<String, String> consumer =
+                             new KafkaConsumer<>(c, new StringDeserializer(), new StringDeserializer())) {
+                    consumer.assign(List.of(new TopicPartition(topic, 0)));
+                    List<String> values = new ArrayList<>();
+                    for (ConsumerRecord<String, String> r : pollUntil(consumer, 500, STEP_TIMEOUT_S * 1000, 0)) values.add(r.value());
+                    return Map.of("values", values);
+                }
+            });
+        }
     }
 
     static KafkaConsumer<String, String> consumer(String group, Map<String, Object> extra) {
