@@ -31,6 +31,11 @@ from kproto.testing import MockBroker
 
 pytestmark = pytest.mark.real_clients
 
+GO = shutil.which("go")
+if GO is None:
+    pytest.skip("franz-go/Sarama tests need the Go toolchain (1.26+) on PATH: https://go.dev/dl/",
+                allow_module_level=True)
+
 MODULE = Path(__file__).parent / "go"
 N = 2000  # tests/go/main.go's N
 BUILD_TIMEOUT_S = 900.0
@@ -42,9 +47,7 @@ SCENARIOS = ["kgo-produce", "kgo-consume", "kgo-transactions", "kgo-group-transa
 @pytest.fixture(scope="module")
 def go_run(tmp_path_factory: pytest.TempPathFactory):
     """(broker, {(scenario, step): result line}) after one Go process ran every scenario against one broker."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("franz-go/Sarama tests need the Go toolchain (1.26+) on PATH: https://go.dev/dl/")
+    go = str(GO)
     env = {**os.environ, "GOFLAGS": "-mod=mod"}
     binary = tmp_path_factory.mktemp("go-peers") / "peers"
     for cmd in ([go, "mod", "download"], [go, "build", "-o", str(binary), "."]):

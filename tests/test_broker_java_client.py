@@ -32,6 +32,11 @@ from kproto.testing import MockBroker, jars
 
 pytestmark = pytest.mark.real_clients
 
+try:
+    JAVA, JAVAC, _ = (jars.require_tool(tool) for tool in ("java", "javac", "mvn"))
+except jars.JavaToolMissingError as exc:
+    pytest.skip(f"Java client tests need a JDK and Maven: {exc}", allow_module_level=True)
+
 KAFKA_CLIENTS = "org.apache.kafka:kafka-clients:4.1.1"
 SOURCE = Path(__file__).parent / "java" / "JavaClientScenarios.java"
 N = 3000  # JavaClientScenarios.N
@@ -41,11 +46,8 @@ RUN_TIMEOUT_S = 600.0
 @pytest.fixture(scope="module")
 def java_run(tmp_path_factory: pytest.TempPathFactory):
     """(broker, {(scenario, step): result line}) after one JVM ran every scenario against one broker."""
-    try:
-        java, javac = jars.require_tool("java"), jars.require_tool("javac")
-        lib = jars.resolve([KAFKA_CLIENTS])
-    except jars.JavaToolMissingError as exc:
-        pytest.skip(f"Java client tests need a JDK and Maven: {exc}")
+    java, javac = JAVA, JAVAC
+    lib = jars.resolve([KAFKA_CLIENTS])
     classes = tmp_path_factory.mktemp("java-classes")
     built = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=RUN_TIMEOUT_S)

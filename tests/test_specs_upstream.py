@@ -25,6 +25,11 @@ import pytest
 from kproto.schema import MessageSpec, StructSpec, load_specs
 from kproto.testing import jars
 
+try:
+    jars.require_tool("mvn")
+except jars.JavaToolMissingError as exc:
+    pytest.skip(f"comparing the specs with Kafka's own definitions needs Maven: {exc}", allow_module_level=True)
+
 SPECS = load_specs()
 UPSTREAMS = sorted({(s.upstream.release, s.upstream.commit) for s in
                     [*SPECS.apis.values(), *SPECS.headers.values(), *SPECS.data.values()] if s.upstream})
@@ -34,10 +39,7 @@ Layout = List[Tuple[str, str, Optional[int]]]
 @lru_cache(maxsize=None)
 def kafka_definitions(release: str) -> Tuple[str, Dict[str, str]]:
     """(commit id, {file name: text}) of the message definitions in kafka-clients ``release``."""
-    try:
-        lib = jars.resolve([f"org.apache.kafka:kafka-clients:{release}"])
-    except jars.JavaToolMissingError as exc:
-        pytest.skip(f"comparing the specs with Kafka's own definitions needs Maven: {exc}")
+    lib = jars.resolve([f"org.apache.kafka:kafka-clients:{release}"])
     with zipfile.ZipFile(lib / f"kafka-clients-{release}.jar") as jar:
         props = dict(line.split("=", 1) for line in jar.read("kafka/kafka-version.properties").decode().split()
                      if "=" in line)
