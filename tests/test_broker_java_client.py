@@ -46,15 +46,14 @@ RUN_TIMEOUT_S = 600.0
 @pytest.fixture(scope="module")
 def java_run(tmp_path_factory: pytest.TempPathFactory):
     """(broker, {(scenario, step): result line}) after one JVM ran every scenario against one broker."""
-    java, javac = JAVA, JAVAC
     lib = jars.resolve([KAFKA_CLIENTS])
     classes = tmp_path_factory.mktemp("java-classes")
-    built = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)],
+    built = subprocess.run([JAVAC, "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=RUN_TIMEOUT_S)
     assert built.returncode == 0, f"javac failed:\n{built.stdout[-4000:]}"
     with MockBroker(topics={"jt": 3, "jx": 2}) as broker:
         done = subprocess.run(
-            [java, "-cp", f"{classes}:{lib}/*", "JavaClientScenarios", broker.bootstrap_servers,
+            [JAVA, "-cp", f"{classes}:{lib}/*", "JavaClientScenarios", broker.bootstrap_servers,
              "produce", "codecs", "consume", "admin", "transactions"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=RUN_TIMEOUT_S)
         assert done.returncode == 0, done.stderr[-4000:]
