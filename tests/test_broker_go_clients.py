@@ -13,6 +13,10 @@ broker stored:
   transaction (AddOffsetsToTxn, TxnOffsetCommit with the member's generation);
 * Sarama's SyncProducer and consumer group (its default protocol version) write and read back a topic.
 
+The broker records the traffic (``record_pcap``) and the tests decode it with :mod:`kproto.capture` to see
+what the Go clients sent at their defaults: the acks of each Produce, Fetch versions with sessions (which the
+mock declines, so every fetch stays a full one).
+
 Without ``go`` on ``PATH`` the module is skipped with one line saying so.
 """
 
@@ -23,10 +27,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List, Set
 
 import pytest
 
+from kproto.capture.conversation import Exchange, decode_capture
 from kproto.testing import MockBroker
 
 pytestmark = pytest.mark.real_clients
@@ -46,7 +51,8 @@ SCENARIOS = ["kgo-produce", "kgo-consume", "kgo-transactions", "kgo-group-transa
 
 @pytest.fixture(scope="module")
 def go_run(tmp_path_factory: pytest.TempPathFactory):
-    """(broker, {(scenario, step): result line}) after one Go process ran every scenario against one broker."""
+    """(broker, {(scenario, step): result line}, exchanges) after one Go process ran every scenario against
+    one broker; the exchanges are the requests and responses the broker recorded, decoded."""
     go = str(GO)
     env = {**os.environ, "GOFLAGS": "-mod=mod"}
     binary = tmp_path_factory.mktemp("go-peers") / "peers"
@@ -54,7 +60,8 @@ def go_run(tmp_path_factory: pytest.TempPathFactory):
         done = subprocess.run(cmd, cwd=MODULE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, timeout=BUILD_TIMEOUT_S)
         assert done.returncode == 0, f"{' '.join(cmd[1:])} failed:\n{done.stdout[-4000:]}"
-    with MockBroker(topics={"gt": 3, "gx": 2, "gy": 2, "st": 3}) as broker:
+    pcap = tmp_path_factory.mktemp("go-traffic") / "go.pcap"
+    with MockBroker(topics={"gt": 3, "gx": 2, "gy": 2, "st": 3}, record_pcap=pcap) as broker:
         done = subprocess.run([str(binary), broker.bootstrap_servers, *SCENARIOS], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, timeout=RUN_TIMEOUT_S)
         assert done.returncode == 0, done.stderr[-4000:]
@@ -63,7 +70,8 @@ def go_run(tmp_path_factory: pytest.TempPathFactory):
             entry = json.loads(line)
             results[(entry["scenario"], entry["step"])] = entry
         assert ("done", "all") in results, done.stdout[-2000:]
-        yield broker, results
+        exchanges = [r for r in decode_capture(pcap.read_bytes(), ports=[broker.port]) if isinstance(r, Exchange)]
+        yield broker, results, exchanges
 
 
 def ok(results: Dict[tuple, dict], scenario: str, step: str) -> dict:
@@ -81,8 +89,19 @@ def check_stored(broker: MockBroker, topic: str, per_partition: Dict[str, int], 
     assert sorted(values) == sorted(f"{prefix}{i}".encode() for i in range(N))
 
 
+def produce_acks(exchanges: List[Exchange], topic: str) -> Set[int]:
+    return {e.request.acks for e in exchanges if e.api_key == 0 and any(t.name == topic for t in e.request.topic_data)}
+
+
 def test_kgo_producer_and_group_consumer(go_run) -> None:
-    broker, results = go_run
+    broker, results, exchanges = go_run
+    assert produce_acks(exchanges, "gt") == {-1}, "kgo's default acks is all"
+    fetches = [e for e in exchanges if e.api_key == 1]
+    assert fetches and all(e.api_version >= 7 for e in fetches), "fetch sessions are in every version used"
+    # The mock declines sessions (session id 0 in every answer): kgo keeps sending full fetches.
+    # A long poll still parked when a client closed has no answer.
+    answered = [e for e in fetches if e.answered]
+    assert answered and all(e.response.session_id == 0 and e.response.error_code == 0 for e in answered)
     sent = ok(results, "kgo-produce", "send")
     assert sent["sent"] == N
     check_stored(broker, "gt", sent["per_partition"], "g")
@@ -100,7 +119,7 @@ def test_kgo_producer_and_group_consumer(go_run) -> None:
 
 
 def test_kgo_transactions_read_committed(go_run) -> None:
-    broker, results = go_run
+    broker, results, _ = go_run
     ok(results, "kgo-transactions", "commit_abort_commit")
     seen = ok(results, "kgo-transactions", "read_committed")["values"]
     assert seen == sorted([f"c1-{i}" for i in range(10)] + [f"c2-{i}" for i in range(10)])
@@ -109,7 +128,7 @@ def test_kgo_transactions_read_committed(go_run) -> None:
 
 
 def test_kgo_group_transact_session(go_run) -> None:
-    broker, results = go_run
+    broker, results, _ = go_run
     moved = ok(results, "kgo-group-transact", "transform")
     assert moved["moved"] == N and moved["transactions"] >= 1
     assert sorted(r.value for r in broker.records("gy")) == sorted(f"yg{i}".encode() for i in range(N))
@@ -119,7 +138,8 @@ def test_kgo_group_transact_session(go_run) -> None:
 
 
 def test_sarama_sync_producer_and_consumer_group(go_run) -> None:
-    broker, results = go_run
+    broker, results, exchanges = go_run
+    assert produce_acks(exchanges, "st") == {1}, "Sarama's default RequiredAcks is WaitForLocal"
     sent = ok(results, "sarama-produce", "send")
     assert sent["sent"] == N
     check_stored(broker, "st", sent["per_partition"], "s")

@@ -15,6 +15,10 @@ cost) and prints one JSON line per step; the tests here check those lines and wh
   (sendOffsetsToTransaction), and a ``read_committed`` consumer sees only the committed records; the
   group keeps only the committed offsets.
 
+The broker records the traffic (``record_pcap``) and the tests decode it with :mod:`kproto.capture` to see
+what the Java client sent at their defaults: the acks of each Produce, Fetch versions with sessions (which the
+mock declines, so every fetch stays a full one).
+
 The jars come from Maven through :mod:`kproto.testing.jars`; without ``java``/``javac``/``mvn`` the
 module is skipped with one line naming the missing tool.
 """
@@ -28,6 +32,7 @@ from typing import Dict, List
 
 import pytest
 
+from kproto.capture.conversation import Exchange, decode_capture
 from kproto.testing import MockBroker, jars
 
 pytestmark = pytest.mark.real_clients
@@ -45,13 +50,15 @@ RUN_TIMEOUT_S = 600.0
 
 @pytest.fixture(scope="module")
 def java_run(tmp_path_factory: pytest.TempPathFactory):
-    """(broker, {(scenario, step): result line}) after one JVM ran every scenario against one broker."""
+    """(broker, {(scenario, step): result line}, exchanges) after one JVM ran every scenario against one
+    broker; the exchanges are the requests and responses the broker recorded, decoded."""
     lib = jars.resolve([KAFKA_CLIENTS])
     classes = tmp_path_factory.mktemp("java-classes")
     built = subprocess.run([JAVAC, "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=RUN_TIMEOUT_S)
     assert built.returncode == 0, f"javac failed:\n{built.stdout[-4000:]}"
-    with MockBroker(topics={"jt": 3, "jx": 2}) as broker:
+    pcap = tmp_path_factory.mktemp("java-traffic") / "java.pcap"
+    with MockBroker(topics={"jt": 3, "jx": 2}, record_pcap=pcap) as broker:
         done = subprocess.run(
             [JAVA, "-cp", f"{classes}:{lib}/*", "JavaClientScenarios", broker.bootstrap_servers,
              "produce", "codecs", "consume", "admin", "transactions"],
@@ -62,7 +69,8 @@ def java_run(tmp_path_factory: pytest.TempPathFactory):
             entry = json.loads(line)
             results[(entry["scenario"], entry["step"])] = entry
         assert ("done", "all") in results, done.stdout[-2000:]
-        yield broker, results
+        exchanges = [r for r in decode_capture(pcap.read_bytes(), ports=[broker.port]) if isinstance(r, Exchange)]
+        yield broker, results, exchanges
 
 
 def ok(results: Dict[tuple, dict], scenario: str, step: str) -> dict:
@@ -72,7 +80,11 @@ def ok(results: Dict[tuple, dict], scenario: str, step: str) -> dict:
 
 
 def test_idempotent_producer_at_defaults(java_run) -> None:
-    broker, results = java_run
+    broker, results, exchanges = java_run
+    produces = [e for e in exchanges if e.api_key == 0 and any(t.name == "jt" for t in e.request.topic_data)]
+    assert produces and all(e.request.acks == -1 for e in produces), "acks=all is the default"
+    assert all(p.error_code == 0 for e in produces for t in e.response.responses for p in t.partition_responses)
+    assert any(e.api_key == 22 for e in exchanges), "InitProducerId: an idempotent producer"
     sent = ok(results, "produce", "send")
     assert sent["sent"] == N and sum(sent["per_partition"].values()) == N
     from kproto.records import decode_records
@@ -88,7 +100,7 @@ def test_idempotent_producer_at_defaults(java_run) -> None:
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_compressed_batches_round_trip(java_run, codec: str) -> None:
-    broker, results = java_run
+    broker, results, _ = java_run
     expected = [f"{codec}-{i}" for i in range(500)]
     assert ok(results, "codecs", codec)["values"] == expected
     from kproto.records import decode_records
@@ -99,7 +111,13 @@ def test_compressed_batches_round_trip(java_run, codec: str) -> None:
 
 
 def test_group_consumer_reads_and_commits(java_run) -> None:
-    broker, results = java_run
+    broker, results, exchanges = java_run
+    fetches = [e for e in exchanges if e.api_key == 1]
+    assert fetches and all(e.api_version >= 7 for e in fetches), "fetch sessions are in every version used"
+    # The mock declines sessions (session id 0 in every answer): the client keeps sending full fetches.
+    # A long poll still parked when a client closed has no answer.
+    answered = [e for e in fetches if e.answered]
+    assert answered and all(e.response.session_id == 0 and e.response.error_code == 0 for e in answered)
     read = ok(results, "consume", "read_and_commit")
     assert sorted(read["values"]) == sorted(f"v{i}" for i in range(N)), "lost or duplicated records"
     for partition, offsets in read["offsets"].items():
@@ -111,7 +129,7 @@ def test_group_consumer_reads_and_commits(java_run) -> None:
 
 
 def test_admin_client(java_run) -> None:
-    broker, results = java_run
+    broker, results, _ = java_run
     ok(results, "admin", "create_topics")
     duplicate = results[("admin", "create_topics_duplicate")]
     assert not duplicate["ok"] and duplicate["error"].endswith(".TopicExistsException")
@@ -148,7 +166,7 @@ def test_admin_client(java_run) -> None:
 
 
 def test_transactions_read_committed(java_run) -> None:
-    broker, results = java_run
+    broker, results, _ = java_run
     assert ok(results, "transactions", "commit_abort_commit")["generation"] >= 1
     seen: List[str] = ok(results, "transactions", "read_committed")["values"]
     assert seen == sorted([f"c1-{i}" for i in range(10)] + [f"c2-{i}" for i in range(10)])
