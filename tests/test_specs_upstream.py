@@ -172,6 +172,7 @@ def kafka_explained_versions(text: str) -> Set[int]:
 
 @pytest.mark.parametrize("message,release,name", _pairs(), ids=lambda x: getattr(x, "name", None) or str(x))
 def test_every_version_kafka_explains_has_a_note(message: MessageSpec, release: str, name: str) -> None:
-    explained = {v for v in kafka_explained_versions(kafka_definitions(release)[1][name]) if v in message.valid_versions}
+    text = kafka_definitions(release)[1][name]
+    explained = {v for v in kafka_explained_versions(text) if v in message.valid_versions}
     missing = sorted(explained - set(message.version_notes))
     assert not missing, f"{message.name}: Kafka {release}'s {name} explains v{missing} and the spec has no note"
