@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import subprocess
 import uuid
 from pathlib import Path
@@ -210,8 +211,10 @@ def diff(expected: Any, actual: Any, path: str = "") -> Optional[str]:
             if d:
                 return d
         return None
-    if isinstance(expected, float) and actual in ("Infinity", "-Infinity"):
+    if isinstance(expected, float) and actual in ("Infinity", "-Infinity", "NaN"):
         actual = float(actual)  # Jackson writes non-finite doubles as strings
+    if isinstance(expected, float) and isinstance(actual, float) and math.isnan(expected) and math.isnan(actual):
+        return None
     same = expected == actual and type(expected) is type(actual) or (
         isinstance(expected, float) and isinstance(actual, (int, float)) and expected == actual)
     return None if same else f"{path}: kproto {expected!r} vs kafka {actual!r}"
