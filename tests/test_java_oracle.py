@@ -26,12 +26,15 @@ import os
 import random
 import re
 import time
+from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 import kproto
+from kproto.framing import check_frame, decode_request_header
+from kproto.messages import ResponseHeader
 from kproto.testing import jars
 from message_strategies import full_value, message_class, message_values, spec_versions
 from peers.kafka_java import (KafkaJava, Names, all_pairs, default_case, diff, json_case,
@@ -76,6 +79,9 @@ EARLY_ACCESS = {
     ("3.9.2", 87, "response", 0), ("4.0.2", 87, "response", 0),  # ReadShareGroupStateSummary before LeaderEpoch
 }
 
+#: A root tag section with one field Kafka does not know: tag 10000, two bytes.
+UNKNOWN_TAG = b"\x01\x90\x4e\x02ab"
+CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus"
 SPECS = {(spec.api_key, spec.kind, v): spec for spec, v in spec_versions() if spec.kind in ("request", "response")}
 
 
@@ -122,8 +128,16 @@ class Run:
             for key, r in zip(self.compared, self.defaults):
                 self.names.learn(SPECS[key].root, key[2], r.get("json"))
             self.built = oracle.run([json_case(k, d, v, self.kafka_json(k, d, v, m)) for (k, d, v), m in self.values])
+            compared = set(self.compared)
             self.bad_cases = list(_bad_inputs(self.values, self.ours))
+            self.bad_cases += [case for case in _corpus_bodies() if case[0] in compared]
             self.pins = oracle.run([read_case(*case) for _, case in PINS])
+            # The default message of each flexible version with an unknown tagged field in its root: the
+            # root's tag section is the encoding's last byte, a zero count when nothing tagged is set.
+            self.unknown = [(key, cls_default[:-1] + UNKNOWN_TAG) for key, cls_default in
+                            ((k, message_class(SPECS[k])().encode(k[2])) for k in self.compared)
+                            if SPECS[key].flexible_in(key[2])]
+            self.unknown_results = oracle.run([read_case(*k, data) for k, data in self.unknown])
             self.bad = oracle.run([read_case(k, d, v, data) for (k, d, v), data, _ in self.bad_cases])
         finally:
             oracle.close()
@@ -153,6 +167,38 @@ def _bad_inputs(values: List[Tuple[Tuple[int, str, int], Any]], ours: List[bytes
                 yield key, bad, how
 
 
+def _corpus_bodies() -> List[Tuple[Tuple[int, str, int], bytes, str]]:
+    """(case, body, file) for every request and response frame of the fuzz corpora (seeds, minimised
+    crashes, regressions) whose frame and header kproto reads: their bodies go to Kafka too."""
+    from fuzz import fuzz_response_frames
+
+    fuzz_response_frames.setup()
+    out = []
+    for kind in ("request_frames", "response_frames"):
+        for path in sorted((CORPUS / kind).iterdir()):
+            data = path.read_bytes()
+            try:
+                if kind == "request_frames":
+                    if not data:
+                        continue
+                    frame = data[1:] if data[0] & 1 else len(data[1:]).to_bytes(4, "big") + data[1:]
+                    header, pos = decode_request_header(frame)
+                    key = (header.api_key, "request", header.api_version)
+                else:
+                    selected = fuzz_response_frames.select(data)
+                    if selected is None:
+                        continue
+                    api_key, version, frame = selected
+                    key = (api_key, "response", version)
+                    check_frame(frame)
+                    _, pos = ResponseHeader.decode_from(frame, 4, len(frame), SPECS[key].header_version(version))
+            except kproto.KprotoError:
+                continue  # the frame or header is what is bad: there is no body to compare
+            if key in SPECS:
+                out.append((key, frame[pos:], f"fuzz corpus {kind}/{path.name}"))
+    return out
+
+
 _RUNS: Dict[str, Run] = {}
 
 
@@ -165,7 +211,7 @@ def _run_for(release: str, tmp_path_factory: pytest.TempPathFactory, config: Any
             _java_missing(exc)
         r = _RUNS[release]
         line = (f"\nkafka-clients {release}: {len(r.compared)} (api, direction, version) compared, "
-                f"{len(r.values)} values, {len(r.bad_cases)} bad inputs, {r.seconds:.1f} s (seed {SEED})")
+                f"{len(r.values)} values, {len(r.bad_cases)} bad and fuzz-corpus inputs, {r.seconds:.1f} s (seed {SEED})")
         capture = config.pluginmanager.getplugin("capturemanager") if config is not None else None
         if capture is not None:
             with capture.global_and_fixture_disabled():  # the counts belong in every run's output
@@ -221,6 +267,19 @@ def test_kafka_reads_kproto_bytes_and_writes_them_back(run: Run) -> None:
         elif r["bytes"] != ours:
             bad.append(f"{_label(key, msg)}: Kafka writes {r['bytes'].hex()} for kproto's {ours.hex()}")
     assert not bad, f"{len(bad)} of {len(run.values)}:\n" + "\n".join(bad[:20])
+
+
+def test_unknown_tagged_fields_survive_both(run: Run) -> None:
+    """An unknown tagged field is kept and written back where it was, by Kafka and by kproto alike."""
+    bad = []
+    for (key, data), r in zip(run.unknown, run.unknown_results):
+        cls = message_class(SPECS[key])
+        if "error" in r or r["rest"] or r.get("bytes") != data:
+            bad.append(f"{_label(key)}: Kafka {r.get('error') or r.get('bytes', b'').hex()} for {data.hex()}")
+        elif cls.decode(data, key[2]).encode(key[2]) != data:
+            bad.append(f"{_label(key)}: kproto drops or moves the unknown tag in {data.hex()}")
+    assert not bad, "\n".join(bad[:20])
+    assert len(run.unknown) > 100
 
 
 def test_kafka_json_is_kproto_to_dict(run: Run) -> None:
