@@ -205,7 +205,7 @@ def _version_table(spec: MessageSpec) -> List[str]:
     for v in versions:
         now = {path: _row_signature(spec, v, path, f) for path, f in _layout(spec.root, v)}
         if v == versions[0]:
-            added, removed, changed = ["(first version)"], [], []
+            added, removed, changed = ["(first version)"], [], []  # type: List[str], List[str], List[str]
         else:
             added = [f"`{p}`" for p in now if p not in before]
             removed = [f"`{p}`" for p in before if p not in now]

@@ -11,7 +11,7 @@ from kproto.schema.model import (
     TypeRef,
     snake_case,
 )
-from kproto.schema.versions import Versions
+from kproto.schema.version_ranges import Versions
 
 __all__ = [
     "ApiSpec", "ErrorCodeSpec", "FieldSpec", "MessageSpec", "SchemaSet", "SpecError", "StructSpec", "TypeRef",

@@ -23,7 +23,7 @@ from kproto.schema.model import (
     TypeRef,
     ZERO_UUID,
 )
-from kproto.schema.versions import EMPTY, VersionRangeError, Versions
+from kproto.schema.version_ranges import EMPTY, VersionRangeError, Versions
 
 __all__ = ["SpecError", "load_specs", "default_spec_dir", "parse_spec_text"]
 
@@ -318,9 +318,9 @@ def _header_versions(ctx: _Context, where: str, raw: Any, valid: Versions, flexi
                      kind: str) -> List[Tuple[Versions, int]]:
     if raw is None:
         classic, compact = DERIVED_HEADER_VERSIONS[kind]
-        out = [(Versions(v, v), compact if v in flexible else classic) for v in valid]
+        per_version = [(Versions(v, v), compact if v in flexible else classic) for v in valid]
         merged: List[Tuple[Versions, int]] = []
-        for versions, header in out:  # adjacent versions with the same header share one range
+        for versions, header in per_version:  # adjacent versions with the same header share one range
             if merged and merged[-1][1] == header:
                 merged[-1] = (Versions(merged[-1][0].lo, versions.hi), header)
             else:

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
-from kproto.schema.versions import Versions
+from kproto.schema.version_ranges import Versions
 
 #: Fixed-width primitive types and their struct format characters (``uuid`` is 16 raw bytes).
 FIXED_TYPES: Dict[str, str] = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q",
