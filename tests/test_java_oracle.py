@@ -9,7 +9,8 @@ hypothesis-drawn values, the "full" value (every optional part present) and the 
 (c) Kafka's encoding of the same value built from that JSON, and of its default message, decodes in
     kproto to the same values (and is kproto's encoding).
 
-Bad input goes to both sides too: truncations and byte mutations of kproto's encodings.  Where Kafka's
+An unknown tagged field survives both.  Bad input goes to both sides too: truncations and byte mutations
+of kproto's encodings, and the bodies of the fuzz corpora's request and response frames.  Where Kafka's
 reader refuses a frame kproto raises :class:`kproto.DecodeError`; where Kafka accepts it, kproto decodes
 the same values — except for the documented differences in ``TOLERATED_BY_KAFKA``.
 
