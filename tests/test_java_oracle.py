@@ -212,7 +212,8 @@ def _run_for(release: str, tmp_path_factory: pytest.TempPathFactory, config: Any
             _java_missing(exc)
         r = _RUNS[release]
         line = (f"\nkafka-clients {release}: {len(r.compared)} (api, direction, version) compared, "
-                f"{len(r.values)} values, {len(r.bad_cases)} bad and fuzz-corpus inputs, {r.seconds:.1f} s (seed {SEED})")
+                f"{len(r.values)} values, {len(r.bad_cases)} bad and fuzz-corpus inputs, {r.seconds:.1f} s "
+                f"(seed {SEED})")
         capture = config.pluginmanager.getplugin("capturemanager") if config is not None else None
         if capture is not None:
             with capture.global_and_fixture_disabled():  # the counts belong in every run's output
@@ -232,8 +233,10 @@ def _label(key: Tuple[int, str, int], msg: Any = None) -> str:
 
 
 def test_every_version_kafka_knows_was_compared(run: Run) -> None:
+    """Coverage: each (api key, direction, version) the release knows was compared, or is pinned."""
     missing = sorted(run.known - set(run.compared) - set(run.early) - BEYOND_KPROTO)
-    assert not missing, f"kafka-clients {run.kafka_version} knows (api, direction, version) that were not compared: {missing}"
+    assert not missing, \
+        f"kafka-clients {run.kafka_version} knows (api, direction, version) that were not compared: {missing}"
     # Every pinned version is one some release knows and kproto lacks: the list cannot go stale silently.
     assert all(key not in SPECS for key in BEYOND_KPROTO)
     assert set(run.compared) <= set(SPECS)
