@@ -242,6 +242,13 @@ def test_every_version_kafka_knows_was_compared(run: Run) -> None:
     assert set(run.compared) <= set(SPECS)
 
 
+def test_every_kproto_version_is_compared_by_some_release(request: pytest.FixtureRequest,
+                                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The other way round: each (api key, direction, version) kproto has meets Kafka's classes somewhere."""
+    compared = set().union(*(_run_for(r, tmp_path_factory, request.config).compared for r in RELEASES))
+    assert sorted(set(SPECS) - compared) == []
+
+
 def test_early_access_layouts_still_differ(run: Run) -> None:
     """The pinned early-access layouts are what kproto does not read: Kafka refuses or rewrites kproto's bytes."""
     for key, r in zip(run.early, run.early_results):
