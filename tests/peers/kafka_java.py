@@ -38,8 +38,11 @@ class KafkaJava:
         classes = workdir / f"classes-{kafka_version}"
         classes.mkdir(parents=True, exist_ok=True)
         cp = f"{lib}/*"
-        subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", cp, str(HARNESS)], check=True,
-                       stdin=subprocess.DEVNULL, capture_output=True)
+        done = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", cp, str(HARNESS)],
+                              stdin=subprocess.DEVNULL, capture_output=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"javac failed on {HARNESS.name} against kafka-clients {kafka_version}:\n"
+                               + done.stderr.decode(errors="replace")[-2000:])
         self._proc: Optional[subprocess.Popen] = subprocess.Popen(
             [java, "-Xshare:auto", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{cp}",
              "KafkaCodecOracle"],
