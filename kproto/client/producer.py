@@ -67,6 +67,7 @@ _ACKS = {0: 0, 1: 1, -1: -1, "all": -1}
 _CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 _RECORD_OVERHEAD = 22  # a bound on per-record framing, for the batch-size estimate
 _C = ErrorCode
+_INIT_RETRIABLE = frozenset({_C.GROUP_LOAD_IN_PROGRESS, _C.GROUP_COORDINATOR_NOT_AVAILABLE, _C.NOT_COORDINATOR_FOR_GROUP})
 _RETRIABLE_ALWAYS = {_C.OUT_OF_ORDER_SEQUENCE_NUMBER}
 Headers = Sequence[Tuple[str, Optional[bytes]]]
 Partitioner = Callable[[str, Optional[bytes], int], int]
@@ -197,8 +198,16 @@ class Producer:
         """Connect to a bootstrap broker, settle idempotence, and start the send loop."""
         conn = await self.cluster.connection(None)
         if self._idempotence_wanted is not False and conn.supports(_INIT_PRODUCER_ID) and self.acks == -1:
-            response = await conn.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000))
-            assert isinstance(response, InitProducerIdResponse)
+            # A broker that has just started answers COORDINATOR_LOAD_IN_PROGRESS (or NOT_AVAILABLE) until
+            # it holds a block of producer ids: retriable, within the request timeout.
+            give_up = time.monotonic() + self.request_timeout_ms / 1000.0
+            while True:
+                response = await conn.request(InitProducerIdRequest(transactional_id=None,
+                                                                    transaction_timeout_ms=60000))
+                assert isinstance(response, InitProducerIdResponse)
+                if response.error_code not in _INIT_RETRIABLE or time.monotonic() > give_up:
+                    break
+                await asyncio.sleep(self.retry_backoff)
             if response.error_code != _C.NONE:
                 raise error_class(response.error_code)("InitProducerId failed")
             self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
