@@ -14,6 +14,20 @@ kproto's producer with ``max_in_flight`` 1 and 5 against a second broker whose e
 dominates.  Prints figures, the ratios the README quotes, and ``uptime``.
 
     .venv/bin/python benchmarks/client.py [--records 100000] [--value-size 100] [--rounds 3]
+    .venv/bin/python benchmarks/client.py --broker apache-kafka [--json] [...]
+
+``--broker apache-kafka`` runs the same comparison against a real Apache Kafka 4.1.1 (one KRaft node,
+:class:`kproto.testing.ApacheKafka`) and adds the Java client (``benchmarks/java/ClientBench.java``, run
+with ``java`` from jars resolved by :mod:`kproto.testing.jars`) and franz-go (``benchmarks/go``, built
+with ``go build``).  Every client runs at its defaults
+(nothing pinned: each negotiates its versions with ApiVersions) except ``acks``, which is ``all`` for
+every producer, so that each write is acknowledged alike.  Rounds are interleaved: in each round every
+client produces N records to a topic of its own, then every client reads the N records kproto wrote,
+from the beginning, without a group; the figure is each client's median over the rounds.  Beside
+throughput it measures produce latency at acks=all: ``--latency-records`` sends, each awaited before the
+next (p50/p99 in ms, so a client's ``linger.ms`` default shows), and kproto's pipelining against the
+real broker: ``max_in_flight`` 5 vs 1 with 2000 B batches on topics of 1 and 3 partitions.  ``--json``
+prints every figure, the targets and the load as JSON instead of the table.
 """
 
 from __future__ import annotations
@@ -166,11 +180,21 @@ def consume_confluent(servers: str, topic: str, n: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--broker", choices=("mock", "apache-kafka"), default="mock",
+                        help="kproto's mock broker in a subprocess (default) or a real Apache Kafka 4.1.1")
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--pipeline-records", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3, help="consume rounds; each client's median is shown")
+    parser.add_argument("--latency-records", type=int, default=1000,
+                        help="apache-kafka: sends per client for the p50/p99 produce latency")
+    parser.add_argument("--json", action="store_true", help="apache-kafka: print JSON instead of a table")
     args = parser.parse_args()
+    if args.broker == "apache-kafka":
+        from apache_kafka_clients import run_apache_kafka  # benchmarks/ is the script's directory
+
+        run_apache_kafka(args)
+        return
     n, value = args.records, b"x" * args.value_size
 
     proc, servers = start_broker(0)
