@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime
 import importlib.metadata
 import json
 import os
@@ -19,16 +18,16 @@ import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import kproto
 from kproto.client import Consumer, Producer
 from kproto.testing import jars
 from kproto.testing.apache_kafka import ApacheKafka
+from results import Run
 
 KAFKA = "4.1.1"
 ACKS = "all"
@@ -36,8 +35,12 @@ JAVA_BENCH = Path(__file__).parent / "java" / "ClientBench.java"
 GO_BENCH = Path(__file__).parent / "go"
 CLIENTS = ("kproto", "aiokafka", "kafka-python", "confluent-kafka", "java", "franz-go")
 # The targets the README states for kproto against the real broker (ratios of medians of one run).
-TARGETS = {("produce", "aiokafka"): 3.0, ("consume", "aiokafka"): 3.0,
-           ("produce", "confluent-kafka"): 0.8, ("consume", "confluent-kafka"): 1.2}
+TARGETS = {
+    ("produce", "aiokafka"): 3.0,
+    ("consume", "aiokafka"): 3.0,
+    ("produce", "confluent-kafka"): 0.8,
+    ("consume", "confluent-kafka"): 1.2,
+}
 
 
 def timed(fn: Callable[[], None]) -> float:
@@ -82,11 +85,13 @@ def produce(client: str, servers: str, topic: str, n: int, value: bytes, java: P
     if client == "franz-go":  # acks=all is its default
         return float(java.run(client, "produce", servers, topic, n, len(value))["seconds"])
     if client == "kproto":
+
         async def kproto_main() -> None:
             async with Producer(servers, acks=ACKS, **kproto_options) as producer:
                 for _ in range(n):
                     await producer.send(topic, value)
                 await producer.flush()
+
         return timed(lambda: asyncio.run(kproto_main()))
     if client == "aiokafka":
         import aiokafka
@@ -100,6 +105,7 @@ def produce(client: str, servers: str, topic: str, n: int, value: bytes, java: P
                 await asyncio.gather(*futures)
             finally:
                 await producer.stop()
+
         return timed(lambda: asyncio.run(aiokafka_main()))
     if client == "kafka-python":
         from kafka import KafkaProducer
@@ -110,6 +116,7 @@ def produce(client: str, servers: str, topic: str, n: int, value: bytes, java: P
                 producer.send(topic, value)
             producer.flush()
             producer.close()
+
         return timed(kafka_python_main)
     if client == "confluent-kafka":
         import confluent_kafka
@@ -125,6 +132,7 @@ def produce(client: str, servers: str, topic: str, n: int, value: bytes, java: P
                         producer.poll(0.001)
             if producer.flush(120) != 0:
                 raise RuntimeError("confluent-kafka: records left unacknowledged")
+
         return timed(confluent_main)
     raise ValueError(client)
 
@@ -137,12 +145,14 @@ def consume(client: str, servers: str, topic: str, n: int, java: Probe) -> float
     if client in ("java", "franz-go"):
         return float(java.run(client, "consume", servers, topic, n)["seconds"])
     if client == "kproto":
+
         async def kproto_main() -> None:
             async with Consumer(servers, auto_offset_reset="earliest") as consumer:
                 consumer.assign([(topic, 0)])
                 got = 0
                 while got < n:
                     got += len(await consumer.poll(5000, max_records=10000))
+
         return timed(lambda: asyncio.run(kproto_main()))
     if client == "aiokafka":
         import aiokafka
@@ -158,6 +168,7 @@ def consume(client: str, servers: str, topic: str, n: int, java: Probe) -> float
                     got += sum(len(records) for records in batches.values())
             finally:
                 await consumer.stop()
+
         return timed(lambda: asyncio.run(aiokafka_main()))
     if client == "kafka-python":
         from kafka import KafkaConsumer, TopicPartition
@@ -169,20 +180,23 @@ def consume(client: str, servers: str, topic: str, n: int, java: Probe) -> float
             while got < n:
                 got += sum(len(records) for records in consumer.poll(5000, max_records=10000).values())
             consumer.close()
+
         return timed(kafka_python_main)
     if client == "confluent-kafka":
         import confluent_kafka
 
         def confluent_main() -> None:
             # librdkafka wants a group id even to assign partitions by hand; nothing is committed
-            consumer = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": "bench",
-                                                 "enable.auto.commit": False, "log_level": 2})
+            consumer = confluent_kafka.Consumer(
+                {"bootstrap.servers": servers, "group.id": "bench", "enable.auto.commit": False, "log_level": 2}
+            )
             consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
             got = 0
             while got < n:
                 # consume() waits for as many messages as asked: never ask for more than remain
                 got += sum(1 for m in consumer.consume(min(10000, n - got), 5.0) if m.error() is None)
             consumer.close()
+
         return timed(confluent_main)
     raise ValueError(client)
 
@@ -196,12 +210,14 @@ def latencies(client: str, servers: str, topic: str, n: int, value: bytes, java:
         return [float(x) for x in java.run(client, "latency", servers, topic, n, len(value))["latencies_ms"]]
     out: List[float] = []
     if client == "kproto":
+
         async def kproto_main() -> None:
             async with Producer(servers, acks=ACKS) as producer:
                 for _ in range(n):
                     start = time.perf_counter()
                     await (await producer.send(topic, value))
                     out.append((time.perf_counter() - start) * 1e3)
+
         asyncio.run(kproto_main())
     elif client == "aiokafka":
         import aiokafka
@@ -216,6 +232,7 @@ def latencies(client: str, servers: str, topic: str, n: int, value: bytes, java:
                     out.append((time.perf_counter() - start) * 1e3)
             finally:
                 await producer.stop()
+
         asyncio.run(aiokafka_main())
     elif client == "kafka-python":
         from kafka import KafkaProducer
@@ -286,14 +303,14 @@ def uptime() -> str:
 
 def run_apache_kafka(args: argparse.Namespace) -> None:
     n, value, rounds = args.records, b"x" * args.value_size, args.rounds
-    started = datetime.datetime.now(datetime.timezone.utc)
+    record = Run("client-apache-kafka")
     load_before = uptime()
     workdir = tempfile.mkdtemp(prefix="kproto-client-bench-")
     java = Probe(workdir)
     produce_s: Dict[str, List[float]] = {c: [] for c in CLIENTS}
     consume_s: Dict[str, List[float]] = {c: [] for c in CLIENTS}
-    pipe_s: Dict[str, List[float]] = {f"{p}p-{f}": [] for p in (1, 3) for f in (1, 5)}
-    latency: Dict[str, Dict[str, float]] = {}
+    pipe_s: Dict[Tuple[int, int], List[float]] = {(p, f): [] for p in (1, 3) for f in (1, 5)}
+    latency: Dict[str, List[float]] = {}
     with ApacheKafka(version=KAFKA) as kafka, contextlib.ExitStack() as cleanup:
         cleanup.callback(shutil.rmtree, workdir, True)
         servers = kafka.bootstrap_servers
@@ -304,56 +321,88 @@ def run_apache_kafka(args: argparse.Namespace) -> None:
                 produce_s[client].append(produce(client, servers, topic, n, value, java))
             for client in CLIENTS:  # everyone reads what kproto wrote this round
                 consume_s[client].append(consume(client, servers, f"produce-kproto-{r}", n, java))
-            for partitions in (1, 3):
-                for in_flight in (1, 5):
-                    topic = f"pipe-{partitions}-{in_flight}-{r}"
-                    kafka.create_topic(topic, partitions)
-                    pipe_s[f"{partitions}p-{in_flight}"].append(
-                        produce("kproto", servers, topic, args.pipeline_records, value, java,
-                                max_in_flight=in_flight, batch_size=2000))
+            for partitions, in_flight in pipe_s:
+                topic = f"pipe-{partitions}-{in_flight}-{r}"
+                kafka.create_topic(topic, partitions)
+                pipe_s[partitions, in_flight].append(
+                    produce(
+                        "kproto",
+                        servers,
+                        topic,
+                        args.pipeline_records,
+                        value,
+                        java,
+                        max_in_flight=in_flight,
+                        batch_size=2000,
+                    )
+                )
         for client in CLIENTS:
             topic = f"latency-{client}"
             kafka.create_topic(topic, 1)
-            ms = latencies(client, servers, topic, args.latency_records, value, java)
-            latency[client] = {"p50": percentile(ms, 0.50), "p99": percentile(ms, 0.99), "n": len(ms)}
+            latency[client] = latencies(client, servers, topic, args.latency_records, value, java)
     produce_rate = {c: n / statistics.median(s) for c, s in produce_s.items()}
     consume_rate = {c: n / statistics.median(s) for c, s in consume_s.items()}
     pipe_rate = {k: args.pipeline_records / statistics.median(s) for k, s in pipe_s.items()}
-    ratios = {f"{kind} kproto/{other}": (rates["kproto"] / rates[other])
-              for kind, rates in (("produce", produce_rate), ("consume", consume_rate))
-              for other in CLIENTS if other != "kproto"}
-    targets = [{"what": f"{kind} kproto/{other}", "target": target, "measured": ratios[f"{kind} kproto/{other}"],
-                "met": ratios[f"{kind} kproto/{other}"] >= target} for (kind, other), target in TARGETS.items()]
-    result = {
-        "benchmark": "client", "broker": "apache-kafka", "command": " ".join([sys.executable, *sys.argv]),
-        "date": started.isoformat(timespec="seconds"), "environment": environment(),
-        "uptime_before": load_before, "uptime_after": uptime(), "loadavg_after": list(os.getloadavg()),
-        "records": n, "value_size": args.value_size, "rounds": rounds, "acks": ACKS,
-        "settings": "every client at its defaults but acks; nothing pinned (versions negotiated)",
-        "produce_records_per_s": produce_rate, "consume_records_per_s": consume_rate,
-        "produce_seconds": produce_s, "consume_seconds": consume_s,
-        "produce_latency_ms": latency, "latency_records": args.latency_records,
-        "pipelining": {"records": args.pipeline_records, "batch_size": 2000, "records_per_s": pipe_rate,
-                       "ratio_5_over_1": {f"{p} partition(s)": pipe_rate[f"{p}p-5"] / pipe_rate[f"{p}p-1"]
-                                          for p in (1, 3)}},
-        "ratios": ratios, "targets": targets,
+    record.settings = {
+        "broker": f"Apache Kafka {KAFKA}, one KRaft node, loopback",
+        "records": n,
+        "value_size": args.value_size,
+        "rounds": rounds,
+        "acks": ACKS,
+        "latency_records": args.latency_records,
+        "pipeline_records": args.pipeline_records,
+        "uptime_before": load_before,
+        "uptime_after": uptime(),
+        "versions": environment(),
     }
-    if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        print()
-        return
-    print(f"{n} records of {args.value_size} B, acks={ACKS}, Apache Kafka {KAFKA} (one node), clients at their "
-          f"defaults; records/s, median of {rounds} interleaved rounds; latency: {args.latency_records} sends "
-          f"one at a time")
-    print(f"{'client':16} {'produce':>10} {'consume':>10} {'p50 ms':>8} {'p99 ms':>8}")
     for client in CLIENTS:
-        print(f"{client:16} {produce_rate[client]:10.0f} {consume_rate[client]:10.0f} "
-              f"{latency[client]['p50']:8.2f} {latency[client]['p99']:8.2f}")
-    for t in targets:
-        print(f"{t['what']:32} {t['measured']:5.2f}x  (target {t['target']}x: {'met' if t['met'] else 'MISSED'})")
-    for p in (1, 3):
-        print(f"kproto pipelining, {p} partition(s), {args.pipeline_records} records, 2000 B batches: "
-              f"1 in flight {pipe_rate[f'{p}p-1']:.0f}/s, 5 in flight {pipe_rate[f'{p}p-5']:.0f}/s, "
-              f"ratio {pipe_rate[f'{p}p-5'] / pipe_rate[f'{p}p-1']:.2f}x")
+        record.add(
+            client=client,
+            acks=ACKS,
+            **{
+                "produce records/s": produce_rate[client],
+                "consume records/s": consume_rate[client],
+                "produce p50 ms": percentile(latency[client], 0.50),
+                "produce p99 ms": percentile(latency[client], 0.99),
+                "produce s (rounds)": " ".join(f"{x:.3f}" for x in produce_s[client]),
+                "consume s (rounds)": " ".join(f"{x:.3f}" for x in consume_s[client]),
+            },
+        )
+    record.note(
+        f"{n:,} records of {args.value_size} B; every client at its defaults but acks={ACKS}, nothing "
+        f"pinned; records/s are medians of {rounds} interleaved rounds, each client timed from the "
+        f"creation of its producer or consumer; consumers read partition 0 from the start without a "
+        f"group; latency: {args.latency_records:,} sends, each awaited before the next."
+    )
+    record.note(
+        "The Java client runs in a fresh JVM per measurement (its figures include the JIT's warm-up); "
+        "its p50 near 5 ms is its linger.ms default."
+    )
+    for (kind, other), target in TARGETS.items():
+        rates = produce_rate if kind == "produce" else consume_rate
+        ratio = rates["kproto"] / rates[other]
+        record.note(
+            f"{kind}: kproto {ratio:.2f}× {other} (target {target}×: {'met' if ratio >= target else 'missed'})."
+        )
+    for partitions in (1, 3):
+        one, five = pipe_rate[partitions, 1], pipe_rate[partitions, 5]
+        record.note(
+            f"kproto's producer, {partitions} partition(s), {args.pipeline_records:,} records in 2000 B "
+            f"batches: 1 request in flight {one:,.0f}/s, 5 in flight {five:,.0f}/s ({five / one:.2f}×)."
+        )
+    print(
+        f"{n} records of {args.value_size} B, acks={ACKS}, Apache Kafka {KAFKA} (one node), clients at their "
+        f"defaults; records/s, median of {rounds} interleaved rounds; latency: {args.latency_records} sends "
+        f"one at a time"
+    )
+    print(f"{'client':16} {'produce':>10} {'consume':>10} {'p50 ms':>8} {'p99 ms':>8}")
+    for row in record.rows:
+        print(
+            f"{row['client']:16} {row['produce records/s']:10.0f} {row['consume records/s']:10.0f} "
+            f"{row['produce p50 ms']:8.2f} {row['produce p99 ms']:8.2f}"
+        )
+    for note in record.notes[2:]:
+        print(note)
     print("uptime before:", load_before)
-    print("uptime after: ", result["uptime_after"])
+    print("uptime after: ", record.settings["uptime_after"])
+    record.save(args.json_out)

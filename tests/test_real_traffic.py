@@ -44,8 +44,10 @@ from kproto.testing.apache_kafka import ApacheKafka, missing_tools
 from test_cli_tshark_oracle import compare_with_tshark, repeated_keys, tshark_path
 from test_cli_usage import run_kproto
 
-pytestmark = [pytest.mark.real_clients,
-              pytest.mark.skipif(missing_tools() is not None, reason=f"Apache Kafka: {missing_tools()}")]
+pytestmark = [
+    pytest.mark.real_clients,
+    pytest.mark.skipif(missing_tools() is not None, reason=f"Apache Kafka: {missing_tools()}"),
+]
 
 MODERN = "4.1.1"
 OLD = "3.9.1"
@@ -82,8 +84,11 @@ class Dumpcap:
         self._proc: Optional[subprocess.Popen] = None
 
     def __enter__(self) -> "Dumpcap":
-        self._proc = subprocess.Popen([dumpcap_path(), "-q", "-i", "lo", "-f", f"tcp port {self.port}",
-                                       "-w", str(self.path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._proc = subprocess.Popen(
+            [dumpcap_path(), "-q", "-i", "lo", "-f", f"tcp port {self.port}", "-w", str(self.path)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             self._mark()
         except BaseException:
@@ -129,6 +134,7 @@ class Dumpcap:
 
 # --- the scenarios: produce COUNT records, consume them in a group, commit; return the generation seen --
 
+
 def values() -> List[bytes]:
     return [b"value-%d" % i for i in range(COUNT)]
 
@@ -149,9 +155,15 @@ def kafka_python(bootstrap: str, topic: str, group: str, **pin: Any) -> Optional
         producer.send(topic, value, key=b"k%d" % i)
     producer.flush()
     producer.close()
-    consumer = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                                   client_id="kafka-python-consumer", auto_offset_reset="earliest",
-                                   enable_auto_commit=False, **pin)
+    consumer = kafka.KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        client_id="kafka-python-consumer",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **pin,
+    )
     wait_for_all(lambda: sum(len(r) for r in consumer.poll(200).values()), "kafka-python")
     consumer.commit()
     generation = consumer._coordinator._generation.generation_id
@@ -170,9 +182,15 @@ def confluent(bootstrap: str, topic: str, group: str) -> Optional[int]:
     for i, value in enumerate(values()):
         producer.produce(topic, value, key=b"k%d" % i)
     assert producer.flush(DEADLINE) == 0
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                                         "client.id": "librdkafka-consumer", "auto.offset.reset": "earliest",
-                                         "enable.auto.commit": False})
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": "librdkafka-consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
 
     def poll() -> int:
@@ -198,9 +216,14 @@ def aiokafka_client(bootstrap: str, topic: str, group: str) -> Optional[int]:
             await producer.flush()
         finally:
             await producer.stop()
-        consumer = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                                             client_id="aiokafka-consumer", auto_offset_reset="earliest",
-                                             enable_auto_commit=False)
+        consumer = aiokafka.AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id="aiokafka-consumer",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         await consumer.start()
         try:
             seen, deadline = 0, time.monotonic() + DEADLINE
@@ -223,8 +246,14 @@ def kproto_client(bootstrap: str, topic: str, group: str) -> Optional[int]:
         producer.flush()
         for future in futures:
             future.result(DEADLINE)
-    with sync.Consumer(bootstrap, group_id=group, topics=[topic], client_id="kproto-consumer",
-                       auto_commit=False, auto_offset_reset="earliest") as consumer:
+    with sync.Consumer(
+        bootstrap,
+        group_id=group,
+        topics=[topic],
+        client_id="kproto-consumer",
+        auto_commit=False,
+        auto_offset_reset="earliest",
+    ) as consumer:
         wait_for_all(lambda: len(consumer.poll(200)), "kproto")
         consumer.commit()
         member = consumer._consumer.member
@@ -240,8 +269,12 @@ def java_client(bootstrap: str, topic: str, group: str) -> Optional[int]:
         classes = jars.classpath([f"org.apache.kafka:kafka-clients:{MODERN}"])
     except jars.JavaToolMissingError as exc:
         _missing(f"the Java client needs {exc}")
-    done = subprocess.run([java, "-cp", classes, str(JAVA_PROBE), bootstrap, topic, group, str(COUNT)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [java, "-cp", classes, str(JAVA_PROBE), bootstrap, topic, group, str(COUNT)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("generation ")]
     return int(line.split()[1])
@@ -253,11 +286,13 @@ def franz_go(bootstrap: str, topic: str, group: str) -> Optional[int]:
         _missing("franz-go's probe needs Go on PATH")
     with tempfile.TemporaryDirectory() as build:
         program = os.path.join(build, "franz-go-probe")
-        built = subprocess.run([str(go), "build", "-o", program, "."], cwd=GO_PROBE, capture_output=True,
-                               text=True, timeout=600)
+        built = subprocess.run(
+            [str(go), "build", "-o", program, "."], cwd=GO_PROBE, capture_output=True, text=True, timeout=600
+        )
         assert built.returncode == 0, built.stderr[-3000:]
-        done = subprocess.run([program, "group", bootstrap, topic, str(COUNT), group], capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [program, "group", bootstrap, topic, str(COUNT), group], capture_output=True, text=True, timeout=120
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     return int(json.loads(done.stdout.strip().splitlines()[-1])["generation"])
 
@@ -286,8 +321,22 @@ def kafka(request: pytest.FixtureRequest, kproto_apache_kafka: Any) -> Iterator[
 def tshark_joingroup_generations(capture: Path, port: int) -> List[int]:
     """The generation ids of the JoinGroup answers without error that tshark pairs and decodes (versions
     up to 7: tshark 4.0 marks later ones unsupported and does not pair their answers)."""
-    proc = subprocess.run([tshark_path(), "-r", str(capture), "-d", f"tcp.port=={port},kafka", "-T", "json",
-                           "-Y", "kafka.response_key == 11"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            tshark_path(),
+            "-r",
+            str(capture),
+            "-d",
+            f"tcp.port=={port},kafka",
+            "-T",
+            "json",
+            "-Y",
+            "kafka.response_key == 11",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     generations = []
     for packet in json.loads(proc.stdout, object_pairs_hook=repeated_keys):
@@ -320,8 +369,9 @@ def test_real_client_traffic(client: str, kafka: ApacheKafka, tmp_path: Path) ->
     # franz-go (a Fetch) close a connection with a request still out.
     assert set(summary["problems"]) <= {"unanswered-request"}, summary
     unanswered = [r for r in records if r["record"] == "problem"]
-    assert all(r["kind"] == "unanswered-request" and r["detail"].endswith("the connection ended")
-               for r in unanswered), unanswered
+    assert all(
+        r["kind"] == "unanswered-request" and r["detail"].endswith("the connection ended") for r in unanswered
+    ), unanswered
     assert client in ("confluent-kafka", "franz-go") or not unanswered, unanswered
     apis = {r["api_name"] for r in records if r["record"] == "exchange"}
     assert {"Produce", "Fetch", "JoinGroup", "SyncGroup", "OffsetCommit"} <= apis, apis
@@ -335,15 +385,17 @@ def test_real_client_traffic(client: str, kafka: ApacheKafka, tmp_path: Path) ->
         assert tally["bodies"] >= tally["exchanges"], tally  # tshark knows every 0.9 version
 
     # kproto groups: the coordinator's generations, ending with the one the client saw
-    announced = [e["response"]["generation_id"] for e in records
-                 if e["record"] == "exchange" and e["api_name"] == "JoinGroup" and e["error_codes"] == []]
+    announced = [
+        e["response"]["generation_id"]
+        for e in records
+        if e["record"] == "exchange" and e["api_name"] == "JoinGroup" and e["error_codes"] == []
+    ]
     assert announced, "no JoinGroup answer in the capture"
     read_by_tshark = tshark_joingroup_generations(capture, port)
     # tshark 4.0 pairs JoinGroup answers up to v7; Java, kproto and franz-go use v9
     tshark_blind = client in ("java", "kproto", "franz-go") and not read_by_tshark
     assert read_by_tshark == announced or tshark_blind, read_by_tshark
-    report = json.loads(run_kproto("groups", capture, "--port", str(port), "--format", "json",
-                                   check_code=0).stdout)
+    report = json.loads(run_kproto("groups", capture, "--port", str(port), "--format", "json", check_code=0).stdout)
     (found,) = [r for r in report["records"] if r["record"] == "group"]
     assert found["group_id"] == group and found["coordinator"] == kafka.bootstrap_servers
     assert [g["generation_id"] for g in found["generations"]] == sorted(set(announced))
