@@ -87,6 +87,10 @@ class KafkaBroker:
         """The offsets ``group_id`` committed: (topic, partition) → (offset, metadata)."""
         return self.broker.committed(group_id)
 
+    def restart(self) -> None:
+        """Restart the broker on the same address, keeping what it stores."""
+        self.broker.restart()
+
 
 class ApacheKafkaBroker:
     """The ``kafka_broker`` fixture's value on ``engine="apache-kafka"``: :class:`KafkaBroker`'s interface
@@ -125,6 +129,12 @@ class ApacheKafkaBroker:
     def committed(self, group_id: str) -> Dict[Any, Any]:
         """The offsets ``group_id`` committed (OffsetFetch): (topic, partition) → (offset, metadata)."""
         return self.kafka.committed(group_id)
+
+    def restart(self) -> None:
+        """Restart every node (SIGTERM, then start on the same ports and log directories)."""
+        for node_id in self.kafka.node_ids:
+            self.kafka.stop_broker(node_id)
+            self.kafka.start_broker(node_id)
 
 
 class ApacheKafkaSession:
