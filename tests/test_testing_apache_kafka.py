@@ -35,7 +35,7 @@ from kproto.testing.apache_kafka import (
 
 pytestmark = [
     pytest.mark.real_clients,
-    pytest.mark.skipif(missing_tools() is not None, reason=f"Apache Kafka tests: {missing_tools()}"),
+    pytest.mark.apache_kafka,
 ]
 
 

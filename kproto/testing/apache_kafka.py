@@ -593,6 +593,8 @@ class ApacheKafka:
                 "share.coordinator.state.topic.min.isr": 1,
                 "group.initial.rebalance.delay.ms": 0,
                 "log.cleaner.dedupe.buffer.size": 2097152,
+                # The cleaner looks for dirty compacted logs every 15 s by default; tests wait for it.
+                "log.cleaner.backoff.ms": 200,
                 "num.network.threads": 2,
                 "num.io.threads": 2,
                 "num.recovery.threads.per.data.dir": 1,
