@@ -16,8 +16,10 @@ Rules this module keeps:
 
 * **Fixed ports.**  Readiness is checked by a TCP connect, which proves something only on a port fixed in
   the configuration (a broker on port 0 opens its socket before it is ready), so each node's ports are
-  chosen by binding port 0 and releasing it.  Another process can take such a port before the JVM binds
-  it; a start that fails with "Address already in use" is retried from scratch on new ports.
+  chosen by binding and releasing them, below the kernel's ephemeral range (a port in that range can
+  become the local end of any outgoing connection while its node is stopped for a restart).  Another
+  process can still take a port before the JVM binds it: a start that fails with "Address already in
+  use" is retried from scratch on new ports, a restart on the same ports after a pause.
 * **Only what it created is removed.**  Every run lives in a directory of its own under one harness-owned
   root (``$TMPDIR/kproto-apache-kafka``) marked by :data:`MARKER`, which the owning process holds locked
   while it runs.  A later run removes a marked directory whose lock is free (its owner died without
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 import shutil
 import signal
 import socket
@@ -173,7 +176,32 @@ def harness_root() -> Path:
     return root
 
 
+_RANDOM = random.Random()  # its own generator: the process's random state is the application's
+
+
+def _ephemeral_range() -> Tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def _free_port() -> int:
+    """A loopback port free now, below the kernel's ephemeral range when one is free there.
+
+    A port from the ephemeral range can become the local end of any outgoing connection while its node is
+    stopped (a restart then fails to bind); ports below the range are only ever taken by an explicit bind.
+    """
+    low, _ = _ephemeral_range()
+    candidates = _RANDOM.sample(range(max(1024, low - 12000), low), 20) if low > 2048 else []
+    for port in candidates:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -375,8 +403,17 @@ class ApacheKafka:
         node = self._nodes[node_id]
         if self.running(node_id):
             raise ValueError(f"node {node_id} is running")
-        self._launch(node)
-        self._wait_ready([node], time.monotonic() + self.start_timeout)
+        deadline = time.monotonic() + self.start_timeout
+        for attempt in range(1, self.start_attempts + 1):
+            self._launch(node)
+            try:
+                self._wait_ready([node], deadline)
+                return
+            except BrokerStartError as exc:
+                self._terminate(node, kill=True)
+                if _ADDRESS_IN_USE not in exc.log_tail or attempt == self.start_attempts:
+                    raise
+                time.sleep(0.5)  # its ports are fixed: wait for whoever holds one to let go
 
     def request(self, message: Message, version: int, node_id: Optional[int] = None,
                 timeout: float = 30.0) -> Message:
@@ -660,7 +697,11 @@ class ApacheKafka:
                     raise BrokerStartError(
                         f"Apache Kafka {self.version} node {node.node_id} exited with {code} during start-up "
                         f"(config {node.config_path.name})", _tail(node.log_path))
-                if _SERVER_STARTED in _tail(node.log_path, 400) and _connects(node.port):
+                log = _tail(node.log_path, 400)
+                if _ADDRESS_IN_USE in log:  # a lost port race: the node would take seconds to exit by itself
+                    raise BrokerStartError(f"Apache Kafka {self.version} node {node.node_id}: a port of "
+                                           f"{node.port}/{node.controller_port} is taken", _tail(node.log_path))
+                if _SERVER_STARTED in log and _connects(node.port):
                     waiting.remove(node)
             if not waiting:
                 return
