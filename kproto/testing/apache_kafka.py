@@ -636,7 +636,6 @@ class ApacheKafka:
                 "num.io.threads": 2,
                 "num.recovery.threads.per.data.dir": 1,
                 "background.threads": 2,
-                "auto.create.topics.enable": "false",
             }
             props.update(self.broker_config)
             node.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
