@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     from kproto.errors import KprotoError
     from kproto._fast import _records as fast
     from kproto._fast import _record_json
-    from kproto.records.message_set import bind_core
+    from kproto.records.codec import bind_core
     from fuzz.atheris_runtime import corpus_files
     from fuzz import fuzz_message_sets as ms, fuzz_request_frames as rq, fuzz_response_frames as rs
     from fuzz.twin_backends import is_compiled

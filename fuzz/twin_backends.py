@@ -90,7 +90,7 @@ def records_modules():
     pure = importlib.import_module("kproto.records._pure")
     if os.environ.get("KPROTO_PURE") == "1":
         return None, pure
-    from kproto.records.message_set import bind_core
+    from kproto.records.codec import bind_core
 
     try:
         fast = bind_core(importlib.import_module("kproto._fast._records"))
@@ -101,7 +101,7 @@ def records_modules():
 
 def records_codecs():
     """(compiled, pure) :class:`MessageSetCodec` objects; compiled is None when the extension is absent."""
-    from kproto.records.message_set import MessageSetCodec
+    from kproto.records.codec import MessageSetCodec
 
     fast, pure = records_modules()
     return (MessageSetCodec(fast) if fast is not None else None), MessageSetCodec(pure)

@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
 def _records_module(name: str):
     if name == "python":
         return importlib.import_module("kproto.records._pure")
-    from kproto.records.message_set import bind_core
+    from kproto.records.codec import bind_core
 
     try:
         return bind_core(importlib.import_module("kproto._fast._records"))
@@ -49,7 +49,7 @@ def records_impl(request: pytest.FixtureRequest):
 @pytest.fixture(scope="module", params=["cython", "python"])
 def records_codec(request: pytest.FixtureRequest):
     """The public message set API bound to one implementation."""
-    from kproto.records.message_set import MessageSetCodec
+    from kproto.records.codec import MessageSetCodec
 
     return MessageSetCodec(_records_module(request.param))
 
@@ -57,7 +57,7 @@ def records_codec(request: pytest.FixtureRequest):
 @pytest.fixture(scope="module")
 def both_codecs():
     """(cython, python) codecs, for differential tests."""
-    from kproto.records.message_set import MessageSetCodec
+    from kproto.records.codec import MessageSetCodec
 
     return MessageSetCodec(_records_module("cython")), MessageSetCodec(_records_module("python"))
 

@@ -295,7 +295,7 @@ def test_every_served_version_answers_what_the_client_decodes() -> None:
     import asyncio
 
     from kproto.broker.config import BrokerConfig
-    from kproto.broker.handlers import BrokerCore
+    from kproto.broker.core import BrokerCore
     from kproto.connection.server import ServerConnection
     from kproto.framing import decode_response, encode_request
     from kproto.messages import InitProducerIdRequest

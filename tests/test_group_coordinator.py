@@ -19,7 +19,7 @@ from kproto.group.coordinator import (
     Check,
     CoordinatorConfig,
     GroupCoordinator,
-    GroupEvent,
+    CoordinatorEvent,
     GroupState,
     RequestKind,
 )
@@ -37,6 +37,7 @@ from kproto.messages import (
     ListGroupsRequest,
     ListGroupsResponse,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupRequest,
@@ -172,11 +173,11 @@ def test_every_check_has_a_code_and_state_is_consulted_once_per_api():
     assert set(CHECK_ERRORS) == set(Check)
     for api, checks in CHECKS.items():
         assert checks[0] is Check.COORDINATOR_ACTIVE
-        assert checks.count(Check.STATE) == (0 if api in ("fetch_offsets", "leave_group", "delete_offsets") else 1)
+        assert checks.count(Check.STATE) == (0 if api in (OffsetFetchRequest, LeaveGroupRequest, OffsetDeleteRequest) else 1)
 
 
-def test_group_event_names_are_documented():
-    assert all(event.value for event in GroupEvent)
+def test_coordinator_event_names_are_documented():
+    assert all(event.value for event in CoordinatorEvent)
 
 
 # --- joining and syncing ----------------------------------------------------------------------------

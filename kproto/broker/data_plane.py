@@ -2,8 +2,10 @@
 
 Why a module of its own: these four APIs share the partition logs, the producer-id table and the
 "data arrived" event that wakes parked fetches, and none of them touches groups or cluster metadata.
-:class:`~kproto.broker.handlers.BrokerCore` registers the methods of one :class:`DataPlane` under
-their api keys, and ApiVersions advertises :data:`SERVED_VERSIONS` for them.
+:attr:`DataPlane.API_TABLE` declares each api key's versions with its handler, once;
+:class:`~kproto.broker.core.BrokerCore` registers them and ApiVersions advertises
+:data:`SERVED_VERSIONS`.  The data plane listens to the cluster (a topic created, deleted or grown
+wakes parked fetches).
 
 Versions and what each adds here (docs/broker-storage.md has the storage model):
 
@@ -46,6 +48,7 @@ from kproto.broker.config import BrokerConfig
 from kproto.broker.conversion import fetch_magic, upconvert_message_set
 from kproto.broker.log import PartitionLog
 from kproto.broker.producers import ProducerIds
+from kproto.broker.served_versions import ApiTable, Handler, VersionTable, bind_handlers, versions_of
 from kproto.broker.transactions import TransactionCoordinator
 from kproto.connection.server import RequestReceived
 from kproto.message_base import Message
@@ -64,19 +67,6 @@ from kproto.messages import (
 __all__ = ["DataPlane", "SERVED_VERSIONS"]
 
 _C = ErrorCode
-
-#: The versions the data plane serves, by api key: ApiVersions advertises them and BrokerCore refuses
-#: any other version before a handler runs.
-SERVED_VERSIONS: Dict[int, Tuple[int, int]] = {
-    0: (0, 11),   # Produce (v12 only adds KIP-890 transaction verification; v13 topic ids)
-    1: (0, 17),   # Fetch (v18 adds a replica's high watermark)
-    2: (0, 9),    # ListOffsets (v10 adds a timeout for tiered storage)
-    22: (0, 5),   # InitProducerId (v6 is two-phase commit)
-    24: (0, 3),   # AddPartitionsToTxn (v4+ is the brokers' batched form)
-    25: (0, 3),   # AddOffsetsToTxn (v4 is KIP-890's)
-    26: (0, 4),   # EndTxn (v5 bumps the epoch at every end, KIP-890)
-    28: (0, 3),   # TxnOffsetCommit (v4 is KIP-890's)
-}
 
 _LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
 _READ_COMMITTED = 1
@@ -101,6 +91,9 @@ class DataPlane:
         self.produce_decompressed_bytes = 0
         self._append_locks: Dict[Tuple[str, int], asyncio.Lock] = {}
         self._data_arrived: Optional[asyncio.Event] = None
+        cluster.on_change(self._announce_data)
+        #: Api key → handler, for the keys of :data:`SERVED_VERSIONS`.
+        self.handlers: Dict[int, Handler] = bind_handlers(self, self.API_TABLE)
 
     def _arrival(self) -> asyncio.Event:
         if self._data_arrived is None:
@@ -415,6 +408,24 @@ class DataPlane:
         if code == _C.NONE:
             self._announce_data()
         return EndTxnResponse(throttle_time_ms=0, error_code=code)
+
+
+    #: The data plane's share of the served table: api key → (versions, handler).  ApiVersions
+    #: advertises them and BrokerCore refuses any other version before a handler runs.
+    API_TABLE: ApiTable = {
+        0: ((0, 11), produce),              # v12 only adds KIP-890 transaction verification; v13 topic ids
+        1: ((0, 17), fetch),                # v18 adds a replica's high watermark
+        2: ((0, 9), list_offsets),          # v10 adds a timeout for tiered storage
+        22: ((0, 5), init_producer_id),     # v6 is two-phase commit
+        24: ((0, 3), add_partitions_to_txn),  # v4+ is the brokers' batched form
+        25: ((0, 3), add_offsets_to_txn),   # v4 is KIP-890's
+        26: ((0, 4), end_txn),              # v5 bumps the epoch at every end, KIP-890
+        28: ((0, 3), txn_offset_commit),    # v4 is KIP-890's
+    }
+
+
+#: The versions the data plane serves, by api key.
+SERVED_VERSIONS: VersionTable = versions_of(DataPlane.API_TABLE)
 
 
 async def wait_event(event: asyncio.Event, timeout: Optional[float]) -> None:

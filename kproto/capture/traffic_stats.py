@@ -24,7 +24,7 @@ from typing import Any, DefaultDict, Dict, Iterable, List, Optional, Tuple
 
 from kproto.capture.conversation import Exchange, Problem, Record
 from kproto.capture.groups import error_name
-from kproto.capture.message_facts import message_facts
+from kproto.message_facts import message_facts
 from kproto.errors import KprotoError
 
 __all__ = ["TrafficStats", "Series", "BINS_PER_DECADE", "DEFAULT_MAX_BUCKETS", "percentile"]
