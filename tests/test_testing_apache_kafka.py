@@ -180,3 +180,14 @@ def test_a_killed_run_is_cleaned_up_by_the_next(tmp_path: Path) -> None:
         time.sleep(0.1)
     else:
         pytest.fail(f"JVM {jvm} of the killed run still runs")
+
+
+def test_a_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uuid
+
+    import kproto.testing.apache_kafka as module
+
+    # 0xf8 encodes to "-" first: StorageTool would read "-t -..." as an unknown option.
+    drawn = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x00" * 16)])
+    monkeypatch.setattr(module.uuid, "uuid4", lambda: next(drawn))
+    assert module._cluster_id() == "AAAAAAAAAAAAAAAAAAAAAA"

@@ -35,6 +35,7 @@ codecs and :class:`~kproto.connection.ClientConnection` over a blocking socket; 
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import os
 import random
@@ -132,8 +133,10 @@ _LOG_CONFIG = {
 class BrokerStartError(KprotoError):
     """A node exited during start-up or was not ready in time; the message ends with its log's last lines."""
 
-    def __init__(self, message: str, log_tail: str = "") -> None:
+    def __init__(self, message: str, log_tail: str = "", *, port_taken: bool = False) -> None:
         self.log_tail = log_tail
+        #: The node could not bind a port (another process took it): a start on new ports may succeed.
+        self.port_taken = port_taken
         super().__init__(f"{message}\n--- last lines of the broker's log ---\n{log_tail}" if log_tail else message)
 
 
@@ -216,6 +219,13 @@ def _tail(path: Path, lines: int = 40) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+def _read_log(path: Path) -> str:
+    try:
+        return path.read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _cmdline(pid: int) -> str:
@@ -377,7 +387,7 @@ class ApacheKafka:
                 return self
             except BrokerStartError as exc:
                 self.stop()
-                if _ADDRESS_IN_USE not in exc.log_tail:
+                if not exc.port_taken:
                     raise
                 last = exc  # another process took a port between choosing and binding: new ports
         assert last is not None
@@ -411,7 +421,7 @@ class ApacheKafka:
                 return
             except BrokerStartError as exc:
                 self._terminate(node, kill=True)
-                if _ADDRESS_IN_USE not in exc.log_tail or attempt == self.start_attempts:
+                if not exc.port_taken or attempt == self.start_attempts:
                     raise
                 time.sleep(0.5)  # its ports are fixed: wait for whoever holds one to let go
 
@@ -692,14 +702,18 @@ class ApacheKafka:
             for node in list(waiting):
                 assert node.process is not None
                 code = node.process.poll()
+                # The whole log (a start writes a few hundred kilobytes): the bind failure is logged before the
+                # node's long shutdown, far from the tail.
+                log = _read_log(node.log_path)
                 if code is not None:
                     raise BrokerStartError(
                         f"Apache Kafka {self.version} node {node.node_id} exited with {code} during start-up "
-                        f"(config {node.config_path.name})", _tail(node.log_path))
-                log = _tail(node.log_path, 400)
+                        f"(config {node.config_path.name})", _tail(node.log_path),
+                        port_taken=_ADDRESS_IN_USE in log)
                 if _ADDRESS_IN_USE in log:  # a lost port race: the node would take seconds to exit by itself
                     raise BrokerStartError(f"Apache Kafka {self.version} node {node.node_id}: a port of "
-                                           f"{node.port}/{node.controller_port} is taken", _tail(node.log_path))
+                                           f"{node.port}/{node.controller_port} is taken", _tail(node.log_path),
+                                           port_taken=True)
                 if _SERVER_STARTED in log and _connects(node.port):
                     waiting.remove(node)
             if not waiting:
@@ -729,10 +743,12 @@ class ApacheKafka:
 
 
 def _cluster_id() -> str:
-    # StorageTool random-uuid prints a base64url (no padding) form of 16 random bytes; the same form made
-    # here saves starting a JVM for it.
-    import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # The form StorageTool's random-uuid prints: 16 random bytes in unpadded base64url.  Like Kafka's own
+    # generator, never one starting with "-", which the tool's argument parser would take for an option.
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _connects(port: int) -> bool:
