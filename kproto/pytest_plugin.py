@@ -169,6 +169,26 @@ class ApacheKafkaSession:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kafka_broker(engine='mock', **options): the kafka_broker fixture's "
                             "engine ('mock', keywords for MockBroker; or 'apache-kafka', version=...)")
+    config.addinivalue_line("markers", "apache_kafka: runs Apache Kafka (needs java and mvn; skipped without)")
+
+
+def _runs_apache_kafka(item: pytest.Item) -> bool:
+    if item.get_closest_marker("apache_kafka") is not None:
+        return True
+    marker = item.get_closest_marker("kafka_broker")
+    return marker is not None and marker.kwargs.get("engine") == "apache-kafka"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Skipped here rather than by a marker or in the fixture: a skip raised from one place is reported
+    # from that place, so ``-ra`` folds every such test into one line with the reason.
+    if _runs_apache_kafka(item):
+        from kproto.testing.apache_kafka import missing_tools
+
+        reason = missing_tools()
+        if reason is not None:
+            pytest.skip(f"Apache Kafka tests: {reason}")
 
 
 @pytest.fixture(scope="session")

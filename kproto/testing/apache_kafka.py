@@ -16,8 +16,10 @@ Rules this module keeps:
 
 * **Fixed ports.**  Readiness is checked by a TCP connect, which proves something only on a port fixed in
   the configuration (a broker on port 0 opens its socket before it is ready), so each node's ports are
-  chosen by binding port 0 and releasing it.  Another process can take such a port before the JVM binds
-  it; a start that fails with "Address already in use" is retried from scratch on new ports.
+  chosen by binding and releasing them, below the kernel's ephemeral range (a port in that range can
+  become the local end of any outgoing connection while its node is stopped for a restart).  Another
+  process can still take a port before the JVM binds it: a start that fails with "Address already in
+  use" is retried from scratch on new ports, a restart on the same ports after a pause.
 * **Only what it created is removed.**  Every run lives in a directory of its own under one harness-owned
   root (``$TMPDIR/kproto-apache-kafka``) marked by :data:`MARKER`, which the owning process holds locked
   while it runs.  A later run removes a marked directory whose lock is free (its owner died without
@@ -33,8 +35,10 @@ codecs and :class:`~kproto.connection.ClientConnection` over a blocking socket; 
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import os
+import random
 import shutil
 import signal
 import socket
@@ -129,8 +133,10 @@ _LOG_CONFIG = {
 class BrokerStartError(KprotoError):
     """A node exited during start-up or was not ready in time; the message ends with its log's last lines."""
 
-    def __init__(self, message: str, log_tail: str = "") -> None:
+    def __init__(self, message: str, log_tail: str = "", *, port_taken: bool = False) -> None:
         self.log_tail = log_tail
+        #: The node could not bind a port (another process took it): a start on new ports may succeed.
+        self.port_taken = port_taken
         super().__init__(f"{message}\n--- last lines of the broker's log ---\n{log_tail}" if log_tail else message)
 
 
@@ -173,7 +179,32 @@ def harness_root() -> Path:
     return root
 
 
+_RANDOM = random.Random()  # its own generator: the process's random state is the application's
+
+
+def _ephemeral_range() -> Tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def _free_port() -> int:
+    """A loopback port free now, below the kernel's ephemeral range when one is free there.
+
+    A port from the ephemeral range can become the local end of any outgoing connection while its node is
+    stopped (a restart then fails to bind); ports below the range are only ever taken by an explicit bind.
+    """
+    low, _ = _ephemeral_range()
+    candidates = _RANDOM.sample(range(max(1024, low - 12000), low), 20) if low > 2048 else []
+    for port in candidates:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -188,6 +219,13 @@ def _tail(path: Path, lines: int = 40) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+def _read_log(path: Path) -> str:
+    try:
+        return path.read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _cmdline(pid: int) -> str:
@@ -349,7 +387,7 @@ class ApacheKafka:
                 return self
             except BrokerStartError as exc:
                 self.stop()
-                if _ADDRESS_IN_USE not in exc.log_tail:
+                if not exc.port_taken:
                     raise
                 last = exc  # another process took a port between choosing and binding: new ports
         assert last is not None
@@ -375,8 +413,17 @@ class ApacheKafka:
         node = self._nodes[node_id]
         if self.running(node_id):
             raise ValueError(f"node {node_id} is running")
-        self._launch(node)
-        self._wait_ready([node], time.monotonic() + self.start_timeout)
+        deadline = time.monotonic() + self.start_timeout
+        for attempt in range(1, self.start_attempts + 1):
+            self._launch(node)
+            try:
+                self._wait_ready([node], deadline)
+                return
+            except BrokerStartError as exc:
+                self._terminate(node, kill=True)
+                if not exc.port_taken or attempt == self.start_attempts:
+                    raise
+                time.sleep(0.5)  # its ports are fixed: wait for whoever holds one to let go
 
     def request(self, message: Message, version: int, node_id: Optional[int] = None,
                 timeout: float = 30.0) -> Message:
@@ -593,11 +640,12 @@ class ApacheKafka:
                 "share.coordinator.state.topic.min.isr": 1,
                 "group.initial.rebalance.delay.ms": 0,
                 "log.cleaner.dedupe.buffer.size": 2097152,
+                # The cleaner looks for dirty compacted logs every 15 s by default; tests wait for it.
+                "log.cleaner.backoff.ms": 200,
                 "num.network.threads": 2,
                 "num.io.threads": 2,
                 "num.recovery.threads.per.data.dir": 1,
                 "background.threads": 2,
-                "auto.create.topics.enable": "false",
             }
             props.update(self.broker_config)
             node.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -654,11 +702,19 @@ class ApacheKafka:
             for node in list(waiting):
                 assert node.process is not None
                 code = node.process.poll()
+                # The whole log (a start writes a few hundred kilobytes): the bind failure is logged before the
+                # node's long shutdown, far from the tail.
+                log = _read_log(node.log_path)
                 if code is not None:
                     raise BrokerStartError(
                         f"Apache Kafka {self.version} node {node.node_id} exited with {code} during start-up "
-                        f"(config {node.config_path.name})", _tail(node.log_path))
-                if _SERVER_STARTED in _tail(node.log_path, 400) and _connects(node.port):
+                        f"(config {node.config_path.name})", _tail(node.log_path),
+                        port_taken=_ADDRESS_IN_USE in log)
+                if _ADDRESS_IN_USE in log:  # a lost port race: the node would take seconds to exit by itself
+                    raise BrokerStartError(f"Apache Kafka {self.version} node {node.node_id}: a port of "
+                                           f"{node.port}/{node.controller_port} is taken", _tail(node.log_path),
+                                           port_taken=True)
+                if _SERVER_STARTED in log and _connects(node.port):
                     waiting.remove(node)
             if not waiting:
                 return
@@ -687,10 +743,12 @@ class ApacheKafka:
 
 
 def _cluster_id() -> str:
-    # StorageTool random-uuid prints a base64url (no padding) form of 16 random bytes; the same form made
-    # here saves starting a JVM for it.
-    import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # The form StorageTool's random-uuid prints: 16 random bytes in unpadded base64url.  Like Kafka's own
+    # generator, never one starting with "-", which the tool's argument parser would take for an option.
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _connects(port: int) -> bool:
