@@ -98,13 +98,22 @@ def report_lines(report: GroupReport) -> List[str]:
             lines.append(f"    waited for {w.member_id}: {_ms(w.waited_ms)} ({w.reason})")
         slowest = g.slowest
         if slowest is not None:
-            lines.append(f"    slowest member: {slowest.member_id}")
+            lines.append(f"    slowest member: {slowest.member_id} (held the rebalance {_ms(slowest.waited_ms)}: "
+                         f"{slowest.reason})")
         for member_id, assignment in sorted(g.assignments.items()):
             lines.append(f"    assigned {member_id}: {_assignment(assignment)}")
-        for member_id in g.left:
-            lines.append(f"    left: {member_id}")
-        for member_id in g.expired:
-            lines.append(f"    expired: {member_id}")
+        for d in g.departures:
+            when = "during the rebalance" if d.held else "before the rebalance began: held nobody"
+            lines.append(f"    {d.kind}: {d.member_id} at {_time(d.time_ns)} ({d.cause}; {when})")
+        for r in g.static_rejoins:
+            lines.append(f"    static member {r.group_instance_id} restarted without a rebalance at {_time(r.time_ns)}: "
+                         f"{r.old_member} replaced by {r.new_member}, assigned {_assignment(r.assignment)}")
+            for gap in r.gaps:
+                lines.append(f"      without an owner {gap.topic}[{gap.partition}]: {gap.gap_ms:,.1f} ms")
+        for gap in g.owner_gaps:
+            lines.append(f"    without an owner {gap.topic}[{gap.partition}]: {gap.gap_ms:,.1f} ms "
+                         f"({gap.old_owner} {gap.from_what} {_time(gap.from_ns)} -> {gap.new_owner} first fetch "
+                         f"{_time(gap.to_ns)})")
         if g.commits_before:
             lines.append("    committed before: " + _offsets(g.commits_before))
         if g.commits_after:
