@@ -62,7 +62,8 @@ def events(truth: Dict[str, Any], client: str, kind: str) -> List[Dict[str, Any]
 
 def first_consumed(truth: Dict[str, Any], client: str, partition: int, after: float) -> float:
     """When ``client`` first consumed ``partition`` after it was assigned it, after ``after``."""
-    assigned = next(e["t"] for e in events(truth, client, "assigned") if e["t"] >= after and partition in e["partitions"])
+    assigned = next(e["t"] for e in events(truth, client, "assigned")
+                    if e["t"] >= after and partition in e["partitions"])
     return float(next(e["t"] for e in events(truth, client, "consumed") if e["t"] >= assigned
                       and partition in e["partitions"]))
 

@@ -72,9 +72,11 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Path, Path]:
     frames = where / "frames.bin"
     frames.write_bytes(b"".join(data for conn in logins() for _, data in conn))
     pcap = where / "logins.pcap"
-    write_capture(pcap, [TcpConversation(("10.0.0.1", 40000 + i), ("10.0.0.2", 9092),
-                                         [(side, data, 1_700_000_000 + i + k / 100) for k, (side, data) in enumerate(conn)])
-                         for i, conn in enumerate(logins())])
+    conversations = []
+    for i, conn in enumerate(logins()):
+        messages = [(side, data, 1_700_000_000 + i + k / 100) for k, (side, data) in enumerate(conn)]
+        conversations.append(TcpConversation(("10.0.0.1", 40000 + i), ("10.0.0.2", 9092), messages))
+    write_capture(pcap, conversations)
     return frames, pcap
 
 

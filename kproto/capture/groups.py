@@ -60,7 +60,8 @@ from kproto.group.consumer_codec import ConsumerProtocolCodec
 from kproto.message_facts import GROUP, entities
 
 __all__ = [
-    "GROUP_APIS", "GroupEvent", "MemberInfo", "MemberWait", "Departure", "OwnerGap", "StaticRejoin", "Generation", "Commit",
+    "GROUP_APIS", "GroupEvent", "MemberInfo", "MemberWait", "Departure", "OwnerGap", "StaticRejoin", "Generation",
+    "Commit",
     "DuplicateRisk",
     "EpochSummary", "GroupReport", "GroupAnalyzer", "analyse_groups", "analyse_capture", "error_name",
     "report_dict",
@@ -120,7 +121,8 @@ class MemberInfo:
     left_ns: Optional[int] = None  #: time of its LeaveGroup request (or KIP-848 leave heartbeat)
     expired: bool = False  #: dropped from the group without leaving (session or rebalance timeout)
     session_timeout_ms: Optional[int] = None  #: as its last JoinGroup declared it
-    rebalance_timeout_ms: Optional[int] = None  #: as its last JoinGroup declared it (max.poll.interval.ms of Java-like clients)
+    #: as its last JoinGroup declared it (Java-like clients send their max.poll.interval.ms)
+    rebalance_timeout_ms: Optional[int] = None
     heartbeat_errors: Dict[str, int] = field(default_factory=dict)
 
 
@@ -405,7 +407,9 @@ class GroupAnalyzer:
                 continue
             for topic in ex.response.responses or []:
                 name = self.topic_names.name(topic)
-                for p in topic.partitions or [] if name else []:
+                if not name:
+                    continue
+                for p in topic.partitions or []:
                     last = _last_offset(p.records)
                     if last is not None:
                         parts.setdefault(_key(name, p.partition_index), []).append(
@@ -883,8 +887,8 @@ class _GroupBuilder:
                 limit = min(limit, departure.time_ns)
             old_client = self.client_of(old_owner)
             floor = previous.end_ns if previous.end_ns is not None else previous.start_ns
-            fetched = [t for t in self.fetch_times.get(old_client, {}).get(part, []) if old_client is not None
-                       and t < limit and (floor is None or t >= floor)]
+            old_fetches = self.fetch_times.get(old_client, {}).get(part, []) if old_client is not None else []
+            fetched = [t for t in old_fetches if t < limit and (floor is None or t >= floor)]
             if fetched:
                 since, what = fetched[-1], "last fetch"
             elif departure is not None and departure.time_ns is not None:

@@ -102,11 +102,12 @@ def report_lines(report: GroupReport) -> List[str]:
                          f"{slowest.reason})")
         for member_id, assignment in sorted(g.assignments.items()):
             lines.append(f"    assigned {member_id}: {_assignment(assignment)}")
-        for d in g.departures:
-            when = "during the rebalance" if d.held else "before the rebalance began: held nobody"
-            lines.append(f"    {d.kind}: {d.member_id} at {_time(d.time_ns)} ({d.cause}; {when})")
+        for dep in g.departures:
+            when = "during the rebalance" if dep.held else "before the rebalance began: held nobody"
+            lines.append(f"    {dep.kind}: {dep.member_id} at {_time(dep.time_ns)} ({dep.cause}; {when})")
         for r in g.static_rejoins:
-            lines.append(f"    static member {r.group_instance_id} restarted without a rebalance at {_time(r.time_ns)}: "
+            lines.append(f"    static member {r.group_instance_id} restarted without a rebalance at "
+                         f"{_time(r.time_ns)}: "
                          f"{r.old_member} replaced by {r.new_member}, assigned {_assignment(r.assignment)}")
             for gap in r.gaps:
                 lines.append(f"      without an owner {gap.topic}[{gap.partition}]: {gap.gap_ms:,.1f} ms")
