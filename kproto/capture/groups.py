@@ -60,7 +60,7 @@ from kproto.group.consumer_codec import ConsumerProtocolCodec
 from kproto.message_facts import GROUP, entities
 
 __all__ = [
-    "GROUP_APIS", "GroupEvent", "MemberInfo", "MemberWait", "Departure", "OwnerGap", "StaticRejoin", "Generation",
+    "GROUP_APIS", "PROTOCOL_STEPS", "GroupEvent", "MemberInfo", "MemberWait", "Departure", "OwnerGap", "StaticRejoin", "Generation",
     "Commit",
     "DuplicateRisk",
     "EpochSummary", "GroupReport", "GroupAnalyzer", "analyse_groups", "analyse_capture", "error_name",
@@ -73,6 +73,10 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT = 11, 1
 #: The api keys whose exchanges become :class:`GroupEvent` items.
 GROUP_APIS = frozenset({OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
                         CONSUMER_GROUP_HEARTBEAT})
+
+#: (api, error) answers that are steps of the group protocol, not failures: a member's first JoinGroup
+#: (v4+) is answered MEMBER_ID_REQUIRED with its id, a Heartbeat REBALANCE_IN_PROGRESS announces a rebalance.
+PROTOCOL_STEPS = frozenset({("JoinGroup", "MEMBER_ID_REQUIRED"), ("Heartbeat", "REBALANCE_IN_PROGRESS")})
 
 #: Heartbeat answers that tell a member its generation is over.
 HEARTBEAT_ERRORS = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
