@@ -19,10 +19,13 @@ __all__ = ["add_parser", "run"]
 DESCRIPTION = """\
 Explain the consumer groups of a pcap or pcapng capture: members (member id, group instance id, client id,
 host), every generation (start at the first JoinGroup, end at the last SyncGroup answer, duration, leader,
-protocol, each member's assignment), the members the coordinator waited for and how long, members that
-left or expired, heartbeats answered REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID, the
-offsets committed before and after each rebalance, and partitions whose new owner starts below what the
-old owner had fetched (records processed twice).  KIP-848 groups (ConsumerGroupHeartbeat) are summarised
+protocol, each member's assignment), the members the coordinator waited for, how long and why (the one
+whose rejoin, LeaveGroup or expiry ended the hold is the "slowest member"), members that left or expired
+and how (after exceeding max.poll.interval.ms, session expired), static members that restarted without a
+rebalance, each partition's time without an owner (old owner's last Fetch to the new owner's first),
+heartbeats answered REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID, the offsets committed
+before and after each rebalance, and partitions whose new owner starts below what the old owner had
+fetched (records processed twice).  KIP-848 groups (ConsumerGroupHeartbeat) are summarised
 per member epoch.  What the capture does not show is printed as "unknown", never guessed."""
 
 
@@ -89,7 +92,10 @@ def report_lines(report: GroupReport) -> List[str]:
         extra = f"  instance {m.group_instance_id}" if m.group_instance_id else ""
         errors = "  heartbeat errors " + ", ".join(f"{k}×{n}" for k, n in sorted(m.heartbeat_errors.items())) \
             if m.heartbeat_errors else ""
-        lines.append(f"    {m.member_id}  client {m.client_id}  host {m.host}{extra}  {status}{errors}")
+        timeouts = f"  session {m.session_timeout_ms:,} ms" if m.session_timeout_ms is not None else ""
+        if m.rebalance_timeout_ms is not None:
+            timeouts += f"  rebalance {m.rebalance_timeout_ms:,} ms"
+        lines.append(f"    {m.member_id}  client {m.client_id}  host {m.host}{extra}{timeouts}  {status}{errors}")
     for g in report.generations:
         lines.append(f"  generation {g.generation_id}: {_time(g.start_ns)} -> {_time(g.end_ns)}  "
                      f"duration {_ms(g.duration_ms)}  leader {g.leader}  protocol {g.protocol_type}/{g.protocol}  "
