@@ -17,11 +17,28 @@ Theory of operation
     belongs to.  A generation's **start** is the earliest of those JoinGroup requests (the first JoinGroup
     after the group was last Stable: the rebalance begins when the first member rejoins), its **end** the
     time of the last SyncGroup response of that generation (the group is Stable when every member has its
-    assignment).  The coordinator answers the JoinGroups only when every member it expects has joined (or
-    the rebalance timeout removed it), so the members whose JoinGroup came after the first are the ones it
-    **waited for**, each for ``its join - start``; a member of the previous generation that never rejoined
-    and did not leave is waited for until the timeout removes it (it *expired*).  The followers' SyncGroups
-    wait for the leader's, so a leader that syncs late is waited for too.
+    assignment).
+
+    *Who was waited for*.  The coordinator holds the JoinGroup answers until every member it knew when the
+    rebalance began has rejoined, left (LeaveGroup) or been removed (its session expired, or its
+    rebalance timeout ran out).  So each of those events that came after the start held the group until
+    then: a late JoinGroup (``joined late``/``rejoined late``, for ``its join - start``), a LeaveGroup
+    (until the LeaveGroup, or until the JoinGroup answers when those came first: the coordinator had
+    already removed the member), a member of the previous generation that neither rejoined nor left (until
+    the last JoinGroup answer).  The one that ended the hold is :attr:`Generation.slowest`.  A member that
+    left, or whose session (its last exchange with the coordinator plus the ``session_timeout_ms`` its
+    JoinGroup declared) expired, *before* the start held nobody: it is a :class:`Departure` with ``held``
+    false, not a wait.  The cause is named: a LeaveGroup that follows the member's last Fetch by about its
+    ``rebalance_timeout_ms`` (which the clients set to max.poll.interval.ms) is ``left after exceeding
+    max.poll.interval.ms``.  The followers' SyncGroups wait for the leader's, so a leader that syncs late
+    is waited for too.  A static member (``group.instance.id``) whose JoinGroup, with a new member id,
+    comes in a generation already complete replaced its old id without a rebalance (:class:`StaticRejoin`).
+
+    *Time without an owner* (:class:`OwnerGap`).  For each partition the previous generation assigned too:
+    from its old owner's last Fetch request for it (before the old owner rejoined or left) to the new
+    owner's first Fetch request for it after its SyncGroup answer; without such a Fetch, from the old
+    owner's LeaveGroup or estimated expiry.  Topics that Fetch v13+ names by id take their name from the
+    capture's Metadata answers (:class:`~kproto.capture.topic_names.TopicNames`).
 
     *Completeness*.  The leader's JoinGroup response lists every member of a generation.  When it is
     missing, or a listed member's JoinGroup is (the capture began mid-rebalance, or the member's
@@ -60,9 +77,8 @@ from kproto.group.consumer_codec import ConsumerProtocolCodec
 from kproto.message_facts import GROUP, entities
 
 __all__ = [
-    "GROUP_APIS", "PROTOCOL_STEPS", "GroupEvent", "MemberInfo", "MemberWait", "Departure", "OwnerGap", "StaticRejoin", "Generation",
-    "Commit",
-    "DuplicateRisk",
+    "GROUP_APIS", "PROTOCOL_STEPS", "GroupEvent", "MemberInfo", "MemberWait", "Departure", "OwnerGap",
+    "StaticRejoin", "Generation", "Commit", "DuplicateRisk",
     "EpochSummary", "GroupReport", "GroupAnalyzer", "analyse_groups", "analyse_capture", "error_name",
     "report_dict",
 ]
@@ -264,7 +280,8 @@ class EpochSummary:
     first_ns: Optional[int]
     last_ns: Optional[int]
     heartbeats: int = 0
-    assignment: Optional[Dict[str, List[int]]] = None  #: topic id -> partitions, as the coordinator sent it
+    #: topic -> partitions, as the coordinator sent it (a topic id the capture's Metadata does not name stays the id)
+    assignment: Optional[Dict[str, List[int]]] = None
     errors: Dict[str, int] = field(default_factory=dict)
 
 
@@ -381,7 +398,7 @@ class GroupAnalyzer:
                 by_group.setdefault(group, []).append(ex)
         positions, fetch_times, fetch_requests = self._positions()
         return [_GroupBuilder(group, exchanges, positions, self._problem_connections, fetch_times,
-                              fetch_requests).build()
+                              fetch_requests, self.topic_names).build()
                 for group, exchanges in sorted(by_group.items())]
 
     def _positions(self) -> Tuple[Dict[Tuple[str, Optional[str]], Dict[str, List[_Position]]],
@@ -444,7 +461,9 @@ class _GroupBuilder:
                  positions: Dict[Tuple[str, Optional[str]], Dict[str, List[_Position]]],
                  problem_connections: Dict[str, List[str]],
                  fetch_times: Optional[Dict[Tuple[str, Optional[str]], Dict[str, List[int]]]] = None,
-                 fetch_requests: Optional[Dict[Tuple[str, Optional[str]], List[int]]] = None) -> None:
+                 fetch_requests: Optional[Dict[Tuple[str, Optional[str]], List[int]]] = None,
+                 topic_names: Optional[TopicNames] = None) -> None:
+        self.topic_names = topic_names or TopicNames()
         self.exchanges = exchanges
         self.positions = positions
         self.fetch_times = fetch_times or {}
@@ -686,7 +705,8 @@ class _GroupBuilder:
             if resp.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH):
                 info.expired = True
         elif resp is not None and resp.assignment is not None:
-            summary.assignment = {str(tp.topic_id): list(tp.partitions) for tp in resp.assignment.topic_partitions}
+            summary.assignment = {self.topic_names.resolve(str(tp.topic_id)): list(tp.partitions)
+                                  for tp in resp.assignment.topic_partitions}
         return member_id, epoch
 
     # --- per generation ------------------------------------------------------------------------------------

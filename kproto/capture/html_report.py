@@ -137,6 +137,15 @@ def _group_figure(go: Any, report: GroupReport) -> Any:
                 name=f"gen {gen.generation_id} waited for {wait.member_id}",
                 hovertemplate=f"gen {gen.generation_id}: waited {wait.waited_ms:.1f} ms ({html.escape(wait.reason)})"
                               "<extra></extra>", showlegend=False))
+    departures = [(gen.generation_id, d) for gen in report.generations for d in gen.departures if d.time_ns is not None]
+    for kind, symbol in (("left", "triangle-left"), ("expired", "x-thin-open")):
+        shown = [(g, d) for g, d in departures if d.kind == kind]
+        if shown:
+            figure.add_trace(go.Scatter(
+                x=[_when(d.time_ns) for _, d in shown if d.time_ns is not None], y=[d.member_id for _, d in shown],
+                mode="markers", name=kind, marker=dict(symbol=symbol, size=12, color="black", line=dict(width=2)),
+                text=[html.escape(f"gen {g}: {d.cause}" + ("" if d.held else "; held nobody")) for g, d in shown],
+                hovertemplate=f"{kind} %{{x}}: %{{text}}<extra></extra>"))
     kinds: Dict[str, List[Any]] = {}
     for event in report.events:
         if event.request_time_ns is None or event.member_id is None:
