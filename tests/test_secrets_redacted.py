@@ -20,6 +20,9 @@ import kproto
 from kproto.capture.writer import Side, TcpConversation, write_capture
 from test_cli_usage import run_kproto
 
+# subprocesses of the kproto command: run once, on the compiled build (see conftest.py)
+pytestmark = pytest.mark.cli_process
+
 APIS = kproto.APIS
 PLAIN_PASSWORD = b"Pa55-w0rd-in-clear"
 RAW_PASSWORD = b"Raw-t0ken-passw0rd"
