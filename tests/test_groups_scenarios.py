@@ -122,6 +122,13 @@ def test_killed_member_held_nobody_and_its_partitions_wait_for_the_session(recor
     assert not departure.held  # its session had expired before the survivor rejoined
     assert all(member(report, w.member_id) != "victim" for w in last.waited_for)
     assert "before the rebalance began: held nobody" in text
+    json_out = io.StringIO()
+    with redirect_stdout(json_out):
+        assert main(["groups", str(recorded / "kill.pcap"), "--format", "json"]) == 0
+    (group,) = json.loads(json_out.getvalue())["records"]
+    (left,) = group["generations"][-1]["departures"]
+    assert (left["member_id"], left["kind"], left["held"]) == (departure.member_id, "expired", False)
+    assert {g["partition"] for g in group["generations"][-1]["owner_gaps"]} == {0, 1}
     # its partitions: kill -> session expiry -> the survivor's rejoin -> first fetch
     gaps = {p: g for p, g in gaps_between(report, "victim", "survivor").items()
             if g.to_ns / 1e9 > killed}
