@@ -30,7 +30,10 @@ SCRAM_PROOF = b"c2NyYW0tcHJvb2YtdGhhdC1pcy1zZWNyZXQ="
 PLAIN_TOKEN = b"\x00alice\x00" + PLAIN_PASSWORD
 RAW_TOKEN = b"\x00bob\x00" + RAW_PASSWORD
 SCRAM_FINAL = b"c=biws,r=clientnonceservernonce,p=" + SCRAM_PROOF
-SECRETS = [(PLAIN_PASSWORD, PLAIN_TOKEN), (RAW_PASSWORD, RAW_TOKEN), (SCRAM_PROOF, SCRAM_FINAL)]
+BROKEN_PASSWORD = b"Br0ken-frame-passw0rd"
+BROKEN_TOKEN = b"\x00dave\x00" + BROKEN_PASSWORD
+SECRETS = [(PLAIN_PASSWORD, PLAIN_TOKEN), (RAW_PASSWORD, RAW_TOKEN), (SCRAM_PROOF, SCRAM_FINAL),
+           (BROKEN_PASSWORD, BROKEN_TOKEN)]
 
 
 def forms(secret: bytes, token: bytes) -> List[str]:
@@ -41,6 +44,13 @@ def forms(secret: bytes, token: bytes) -> List[str]:
     for shift in range(3):
         out.append(base64.b64encode(b"\x00" * shift + token).decode()[4:-4])
     return out
+
+
+def broken_authenticate() -> bytes:
+    """A SaslAuthenticate v1 request whose body does not decode (five bytes of garbage after it)."""
+    frame = kproto.encode_request(APIS["SaslAuthenticate"].request(auth_bytes=BROKEN_TOKEN), 1, 7, "app")
+    payload = frame[4:] + b"\xff" * 5
+    return len(payload).to_bytes(4, "big") + payload
 
 
 def raw(token: bytes) -> bytes:
@@ -73,7 +83,7 @@ def logins() -> List[List[Tuple[Side, bytes]]]:
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Path, Path]:
     where = tmp_path_factory.mktemp("secrets")
     frames = where / "frames.bin"
-    frames.write_bytes(b"".join(data for conn in logins() for _, data in conn))
+    frames.write_bytes(b"".join(data for conn in logins() for _, data in conn) + broken_authenticate())
     pcap = where / "logins.pcap"
     conversations = []
     for i, conn in enumerate(logins()):
@@ -110,6 +120,7 @@ def test_no_secret_in_any_default_output(inputs: Tuple[Path, Path], tmp_path: Pa
     assert "<redacted>" in decoded["decode text"] and "<redacted>" in decoded["hexdump text"]
     assert "username: 'alice'" in decoded["decode text"] and "username: 'bob'" in decoded["decode text"]
     assert "raw SASL PLAIN token (after SaslHandshake v0)" in decoded["hexdump text"]
+    assert "request SaslAuthenticate v1, correlation id 7" in decoded["decode text"]
     document = json.loads(decoded["decode json"])
     tokens = [f for f in document["records"] if f.get("kind") == "sasl_token"]
     assert [t["raw_body"]["sasl"]["username"] for t in tokens] == ["bob"]

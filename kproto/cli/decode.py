@@ -100,13 +100,16 @@ def redact_frame_json(record: Dict[str, Any], secrets: Optional[FrameSecrets]) -
                       api_key=None, api_name=None, api_version=None, correlation_id=None, kind="sasl_token")
     elif isinstance(record.get("body"), dict):
         record["body"]["auth_bytes"] = redacted_json(secrets)
+    elif record.get("raw_body") is not None:
+        record["raw_body"] = redacted_json(secrets)
     return record
 
 
 def secret_title(frame: DecodedFrame, secrets: FrameSecrets) -> str:
     """The title of a raw SASL token frame (what its first bytes would mean as a header is not said)."""
-    return (f"frame {frame.index} @{frame.offset}: raw SASL {secrets.mechanism or ''} token "
-            f"(after SaslHandshake v0), {len(frame.data)} bytes").replace("SASL  token", "SASL token")
+    mechanism = f" {secrets.mechanism}" if secrets.mechanism else ""
+    return (f"frame {frame.index} @{frame.offset}: raw SASL{mechanism} token (after SaslHandshake v0), "
+            f"{len(frame.data)} bytes")
 
 
 def frame_title(frame: DecodedFrame) -> str:
@@ -144,5 +147,7 @@ def _text_lines(items: Iterator[object], verbose: bool, style: Style, max_record
             if secrets is not None:
                 body["auth_bytes"] = redacted_json(secrets)
             yield from tree_lines(body, 2)
+        elif item.raw_body and secrets is not None:
+            yield from tree_lines({"raw_body": redacted_json(secrets)}, 2)
         elif item.raw_body:
             yield f"  raw_body: {show_bytes(item.raw_body)}"

@@ -5,7 +5,8 @@ direction of every token (:mod:`kproto.capture.conversation`); frames given to d
 no connection, often without the handshake.  So the rules here are coarser and err on the safe side:
 
 * ``auth_bytes`` of every SaslAuthenticate request and response is secret-bearing, whatever the
-  mechanism (a Kerberos ticket or an unknown mechanism's token is a credential too);
+  mechanism (a Kerberos ticket or an unknown mechanism's token is a credential too), and so is the whole
+  body of a SaslAuthenticate that does not decode;
 * after a SaslHandshake v0 request the client sends its tokens raw (an int32 size and the token, no
   Kafka header, see :mod:`kproto.capture.sasl`): from then on every frame that does not decode is taken
   for a raw token and is secret as a whole, until a frame decodes again.
@@ -83,5 +84,6 @@ class SecretTracker:
             if isinstance(token, (bytes, bytearray)):
                 return FrameSecrets(self.mechanism, False, bytes(token), from_client=frame.kind == "request")
         if frame.api_key == SASL_AUTHENTICATE and frame.body is None and frame.header is not None:
-            return FrameSecrets(self.mechanism, True, frame.data[4:], frame.kind == "request")  # undecodable: all of it
+            # a body that does not decode: all of it, auth_bytes somewhere inside
+            return FrameSecrets(self.mechanism, False, frame.data[frame.header_end:], frame.kind == "request")
         return None
