@@ -198,3 +198,17 @@ def test_report_story_in_headless_chromium(tmp_path: Path) -> None:
         assert f'id="group-0-{table}"' in dom.stdout, table
     assert re.search(r'<table id="group-0-assignments">.*librdkafka-consumer-[^<]*</td><td>modern\[0, 1\]</td>',
                      dom.stdout, re.S)
+
+
+def test_topic_named_by_id_is_one_series_with_its_name() -> None:
+    """librdkafka's Fetch v16 names topic ``modern`` by id, its Produce by name; its Metadata v12 answers
+    map one to the other, so bytes and records are one series; an id no Metadata names stays an id."""
+    stats = stats_of(SAMPLES / "modern" / "librdkafka-produce-consume.pcap")
+    assert list(stats.topic_bytes_series().values) == ["modern"]
+    assert list(stats.topic_records_series().values) == ["modern"]
+    (topic_id,) = stats.topic_names.by_id
+    assert stats.topic_label(topic_id) == "modern"
+    stats.topic_names.by_id.clear()
+    assert sorted(stats.topic_records_series().values) == ["modern", f"topic id {topic_id}"]
+    assert "JoinGroup MEMBER_ID_REQUIRED" not in stats.error_series().values
+    assert "JoinGroup MEMBER_ID_REQUIRED" in stats.protocol_step_series().values
