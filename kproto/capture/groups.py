@@ -66,7 +66,7 @@ capture's group traffic is small next to its Fetch and Produce traffic.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from kproto import ErrorCode
 from kproto.capture.conversation import Exchange, Problem, ProblemKind, Record, decode_capture
@@ -476,6 +476,7 @@ class _GroupBuilder:
         self.offset_answers: List[Tuple[int, str, str, int]] = []  # time, connection, "topic-partition", offset
         self.join_answered_ns: Dict[int, int] = {}  # generation -> last JoinGroup answer
         self.static_sync_ns: Dict[str, int] = {}  # static member's new id -> its SyncGroup answer
+        self.shared: Set[Tuple[str, Optional[str]]] = set()  # (host, client id) two members used at once
         connections = {str(ex.connection) for ex in exchanges}
         for conn in sorted(connections):
             for kind in sorted(set(problem_connections.get(conn, []))):
@@ -517,6 +518,7 @@ class _GroupBuilder:
                 ex.response_time_ns, getattr(ex.request_header, "client_id", None), str(ex.client), server))
         report.coordinators = coordinators
         report.generations = [self.generations[g] for g in sorted(self.generations)]
+        self.shared = self.shared_clients()
         previous_ones: List[Optional[Generation]] = [None, *report.generations[:-1]]
         for previous, gen in zip(previous_ones, report.generations):
             self.complete(previous, gen)
@@ -808,7 +810,7 @@ class _GroupBuilder:
         Fetch by about its rebalance timeout (which Java-like clients set to max.poll.interval.ms), else
         ``left``."""
         info = self.report.members.get(member_id)
-        client = self.client_of(member_id)
+        client = self.fetches_of(member_id)
         if info is None or client is None or info.rebalance_timeout_ms is None:
             return "left"
         interval = info.rebalance_timeout_ms
@@ -845,6 +847,35 @@ class _GroupBuilder:
         info = self.report.members.get(member_id)
         return (info.host, info.client_id) if info is not None and info.host is not None else None
 
+    def shared_clients(self) -> Set[Tuple[str, Optional[str]]]:
+        """(host, client id) pairs that two members used at the same time.  Clients at their defaults
+        share a client id ("rdkafka", "kafka-python-<version>"), so consumers on one host cannot be told
+        apart by their Fetch requests: owner gaps and poll-interval causes that need those are not
+        given for them (a group problem says so)."""
+        spans: Dict[Tuple[str, Optional[str]], List[Tuple[int, int, str]]] = {}
+        for info in self.report.members.values():
+            client = self.client_of(info.member_id)
+            if client is None or info.first_seen_ns is None:
+                continue
+            end = max(info.last_seen_ns or info.first_seen_ns, info.left_ns or 0)
+            spans.setdefault(client, []).append((info.first_seen_ns, end, info.member_id))
+        shared: Set[Tuple[str, Optional[str]]] = set()
+        for client, members in sorted(spans.items(), key=lambda kv: str(kv[0])):
+            members.sort()
+            together = [(a[2], b[2]) for a, b in zip(members, members[1:]) if b[0] <= a[1]]
+            if together:
+                shared.add(client)
+                self.report.problems.append(
+                    f"members {', '.join(sorted({m for pair in together for m in pair}))} share host {client[0]} and "
+                    f"client id {client[1]!r}: their Fetch requests cannot be told apart, so times without an "
+                    "owner and max.poll.interval.ms causes are not given for them")
+        return shared
+
+    def fetches_of(self, member_id: str) -> Optional[Tuple[str, Optional[str]]]:
+        """The (host, client id) whose Fetch requests are this member's, None when unknown or shared."""
+        client = self.client_of(member_id)
+        return None if client is None or client in self.shared else client
+
     def duplicates(self, previous: Generation, gen: Generation) -> None:
         owners_before = _owners(previous.assignments)
         owners_after = _owners(gen.assignments)
@@ -880,7 +911,7 @@ class _GroupBuilder:
 
     def static_gaps(self, gen: Generation, rejoin: StaticRejoin) -> None:
         """A restarted static member's partitions: from the old id's last Fetch to the new id's first."""
-        old_client, new_client = self.client_of(rejoin.old_member), self.client_of(rejoin.new_member)
+        old_client, new_client = self.fetches_of(rejoin.old_member), self.fetches_of(rejoin.new_member)
         synced = self.static_sync_ns.get(rejoin.new_member)
         if old_client is None or new_client is None or synced is None:
             return
@@ -898,7 +929,7 @@ class _GroupBuilder:
         departures = {d.member_id: d for d in gen.departures}
         for part, new_owner in sorted(_owners(gen.assignments).items()):
             old_owner = owners_before.get(part)
-            new_client, synced = self.client_of(new_owner), gen.syncs_ns.get(new_owner)
+            new_client, synced = self.fetches_of(new_owner), gen.syncs_ns.get(new_owner)
             if old_owner is None or new_client is None or synced is None:
                 continue
             to = next((t for t in self.fetch_times.get(new_client, {}).get(part, []) if t >= synced), None)
@@ -909,7 +940,7 @@ class _GroupBuilder:
             limit = gen.joins_ns.get(old_owner, to)
             if departure is not None and departure.kind == "left" and departure.time_ns is not None:
                 limit = min(limit, departure.time_ns)
-            old_client = self.client_of(old_owner)
+            old_client = self.fetches_of(old_owner)
             floor = previous.end_ns if previous.end_ns is not None else previous.start_ns
             old_fetches = self.fetch_times.get(old_client, {}).get(part, []) if old_client is not None else []
             fetched = [t for t in old_fetches if t < limit and (floor is None or t >= floor)]
