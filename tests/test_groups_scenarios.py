@@ -83,8 +83,14 @@ def gaps_between(report: GroupReport, old: str, new: str) -> Dict[int, OwnerGap]
             if member(report, g.old_owner) == old and member(report, g.new_owner) == new}
 
 
+#: A client's own account of when it stopped and started consuming includes its scheduling: a poll loop that
+#: wakes late on a loaded machine adds tens of milliseconds the wire never shows.  Gaps of seconds are held
+#: to 20 %; a gap of a few hundred milliseconds to that slack.
+CLIENT_CLOCK_SLACK_S = 0.15
+
+
 def close_to(measured_ms: float, truth_s: float) -> bool:
-    return abs(measured_ms / 1000 - truth_s) <= 0.2 * truth_s
+    return abs(measured_ms / 1000 - truth_s) <= max(0.2 * truth_s, CLIENT_CLOCK_SLACK_S)
 
 
 def test_poller_past_max_poll_interval_is_the_one_waited_for(recorded: Path) -> None:
