@@ -841,6 +841,26 @@ def _varint_rest(buf: bytes, p: int) -> Tuple[int, int]:
     raise _Unusual
 
 
+def _data_field(buf: bytes, q: int) -> Tuple[Optional[bytes], int]:
+    """The length-prefixed data field (key, value, header value) at ``q`` for :func:`_records_fast`:
+    (``bytes`` or ``None``, next position); a negative length other than -1 is :class:`_Unusual`."""
+    b = buf[q]
+    if b == 1:  # -1: null
+        return None, q + 1
+    if b < 0x80:
+        q += 1
+    else:
+        c = buf[q + 1]
+        if c < 0x80:
+            b = (b & 0x7F) | c << 7
+            q += 2
+        else:
+            b, q = _varint_rest(buf, q)
+    if b & 1:
+        raise _Unusual
+    return buf[q : q + (b >> 1)], q + (b >> 1)
+
+
 #: The fast path does not range-check offsets and timestamps per record: it takes only batches whose base
 #: offset and base timestamp are this far inside int64, and varints of at most four bytes (|delta| < 2**27).
 _FAST_BASE_LIMIT = 2**62
@@ -873,7 +893,7 @@ def _records_fast(
     add_headers, add_attributes = fields.headers.append, fields.attributes.append  # type: ignore[union-attr]
     add_timestamp = fields.timestamps.append if fields.timestamps is not None else None
     add_sequence = fields.sequences.append if fields.sequences is not None else None
-    rest = _varint_rest
+    rest, data_field = _varint_rest, _data_field
     timestamp = log_append_ts
     left = count
     try:
@@ -916,42 +936,8 @@ def _records_fast(
                 else:
                     b, q = rest(buf, q)
             delta = (b >> 1) ^ -(b & 1)
-            b = buf[q]  # key length
-            if b == 1:  # null
-                key = None
-                q += 1
-            else:
-                if b < 0x80:
-                    q += 1
-                else:
-                    c = buf[q + 1]
-                    if c < 0x80:
-                        b = (b & 0x7F) | c << 7
-                        q += 2
-                    else:
-                        b, q = rest(buf, q)
-                if b & 1:
-                    return None
-                key = buf[q : q + (b >> 1)]
-                q += b >> 1
-            b = buf[q]  # value length
-            if b == 1:
-                value = None
-                q += 1
-            else:
-                if b < 0x80:
-                    q += 1
-                else:
-                    c = buf[q + 1]
-                    if c < 0x80:
-                        b = (b & 0x7F) | c << 7
-                        q += 2
-                    else:
-                        b, q = rest(buf, q)
-                if b & 1:
-                    return None
-                value = buf[q : q + (b >> 1)]
-                q += b >> 1
+            key, q = data_field(buf, q)
+            value, q = data_field(buf, q)
             b = buf[q]  # header count
             q += 1
             if b == 0:
@@ -962,27 +948,9 @@ def _records_fast(
                 b = buf[q]  # header key length: a short one, not null
                 if b & 0x81:
                     return None
-                q += 1
-                hkey = buf[q : q + (b >> 1)].decode()
-                q += b >> 1
-                b = buf[q]  # header value length
-                if b == 1:
-                    headers = ((hkey, None),)
-                    q += 1
-                else:
-                    if b < 0x80:
-                        q += 1
-                    else:
-                        c = buf[q + 1]
-                        if c < 0x80:
-                            b = (b & 0x7F) | c << 7
-                            q += 2
-                        else:
-                            b, q = rest(buf, q)
-                    if b & 1:
-                        return None
-                    headers = ((hkey, buf[q : q + (b >> 1)]),)
-                    q += b >> 1
+                hkey = buf[q + 1 : q + 1 + (b >> 1)].decode()
+                hvalue, q = data_field(buf, q + 1 + (b >> 1))
+                headers = ((hkey, hvalue),)
             else:
                 pairs: List[Tuple[str, Optional[bytes]]] = []
                 for _ in range(b >> 1):
@@ -991,25 +959,8 @@ def _records_fast(
                         return None
                     q += 1
                     hkey = buf[q : q + (b >> 1)].decode()
-                    q += b >> 1
-                    b = buf[q]  # header value length
-                    if b == 1:
-                        pairs.append((hkey, None))
-                        q += 1
-                        continue
-                    if b < 0x80:
-                        q += 1
-                    else:
-                        c = buf[q + 1]
-                        if c < 0x80:
-                            b = (b & 0x7F) | c << 7
-                            q += 2
-                        else:
-                            b, q = rest(buf, q)
-                    if b & 1:
-                        return None
-                    pairs.append((hkey, buf[q : q + (b >> 1)]))
-                    q += b >> 1
+                    hvalue, q = data_field(buf, q + (b >> 1))
+                    pairs.append((hkey, hvalue))
                 headers = tuple(pairs)
             if q != p:
                 return None
