@@ -472,7 +472,7 @@ class _BatchRecords(Sequence):  # type: ignore[type-arg]
     """The records of a decoded magic 2 batch, the pure twin of the compiled one: the batch is parsed and
     checked whole when it is decoded; iteration makes each :class:`Record` as it reaches it (in C, through
     ``map`` and ``zip``), indexing makes them all once.  The parse leaves segments: lists of each record's
-    fields as a plain tuple, and :class:`_Run` columns for runs of records of one layout.
+    fields as a plain tuple (the careful parse), or :class:`_Run` columns (the fast loop).
 
     Why: a parse that made thousands of tuples, each holding more tuples (the headers), woke the cyclic
     garbage collector many times per batch, at up to half the cost of the parse; columns of bytes and ints
@@ -514,21 +514,19 @@ def _segment_records(segment: Any) -> Iterator[Record]:
 
 
 class _Run:
-    """Records as columns, one per field that varies (``None`` where it is the same for all): a run of one
-    layout (headers from ``header_values``), or records read field by field (``headers``, ``attributes``)."""
+    """The records :func:`_records_fast` read, as columns: one list per field, ``None`` for a field that is
+    the same for all (then in ``constants``)."""
 
-    __slots__ = ("offsets", "timestamps", "keys", "values", "header_values", "headers", "attributes", "sequences",
-                 "constants")
+    __slots__ = ("offsets", "timestamps", "keys", "values", "headers", "attributes", "sequences", "constants")
 
     offsets: List[int]
     timestamps: Optional[List[Any]]  # int, or None for a LogAppendTime batch's
     keys: Optional[List[Any]]  # bytes or None
     values: Optional[List[Any]]
-    header_values: Optional[List[bytes]]
     headers: Optional[List[Tuple[Tuple[str, Optional[bytes]], ...]]]
     attributes: Optional[List[int]]
     sequences: Optional[List[int]]
-    constants: Tuple[Any, ...]  # timestamp, headers or header key, codec, timestamp type, producer id and
+    constants: Tuple[Any, ...]  # timestamp, headers, codec, timestamp type, producer id and
     # epoch, transactional, control, attributes
 
     def __len__(self) -> int:
@@ -538,13 +536,8 @@ class _Run:
         n = len(self.offsets)
         timestamp, headers, codec, ts_type, producer_id, producer_epoch, transactional, control, attributes = \
             self.constants
-        keys, values, header_values = self.keys, self.values, self.header_values
-        if header_values is not None:  # one header each: ((key, value),) made by zip, in C
-            header_column: Iterable[Any] = zip(zip(repeat(headers, n), header_values))
-        elif self.headers is not None:
-            header_column = self.headers
-        else:
-            header_column = repeat(headers, n)
+        keys, values = self.keys, self.values
+        header_column: Iterable[Any] = repeat(headers, n) if self.headers is None else self.headers
         return map(_new, repeat(Record, n), zip(  # tuple.__new__(Record, fields) straight from map, no partial
             self.offsets, repeat(timestamp, n) if self.timestamps is None else self.timestamps,
             repeat(None, n) if keys is None else keys, repeat(None, n) if values is None else values,
@@ -560,7 +553,6 @@ def _field_run(constants: Tuple[Any, ...], timestamps: bool, sequences: bool) ->
     run.offsets, run.keys, run.values, run.headers, run.attributes = [], [], [], [], []
     run.timestamps = [] if timestamps else None
     run.sequences = [] if sequences else None
-    run.header_values = None
     run.constants = constants
     return run
 
