@@ -48,7 +48,7 @@ _env = None
 def setup() -> None:
     global _env
     from kproto.broker.config import BrokerConfig
-    from kproto.broker.handlers import BrokerCore
+    from kproto.broker.core import BrokerCore
     from kproto.connection.server import BadRequest, ClientClosed, RequestReceived, ServerConnection
     from kproto.errors import KprotoError, ProtocolError
     from kproto.framing import decode_response
@@ -106,7 +106,7 @@ async def _session(data: bytes) -> None:
 def _fallback(core, event, data: bytes) -> bool:
     """An ApiVersions request in an unknown version: its v0 fallback must encode and decode."""
     from kproto.apis import APIS
-    from kproto.broker.control import api_versions_fallback
+    from kproto.broker.served_versions import api_versions_fallback
     from kproto.framing import encode_response
 
     header = event.header

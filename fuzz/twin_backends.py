@@ -99,7 +99,7 @@ def records_modules():
 
 def records_codecs():
     """(compiled, pure) :class:`MessageSetCodec` objects; compiled is None when the extension is absent."""
-    from kproto.records.message_set import MessageSetCodec
+    from kproto.records.codec import MessageSetCodec
 
     fast, pure = records_modules()
     return (MessageSetCodec(fast) if fast is not None else None), MessageSetCodec(pure)

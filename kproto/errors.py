@@ -11,7 +11,9 @@ the network can catch one class and know nothing else escapes.  The hierarchy is
     ├── EncodeError              a value that cannot be written (the message names the field path)
     │   └── UnsupportedVersionError  encoding in a version that does not exist or cannot carry a set field
     ├── UnknownApiError          ``kproto.APIS[name]`` with a name no API has (also a KeyError)
-    ├── ProtocolError            a peer that breaks the conversation rules (correlation ids, states)
+    ├── ProtocolError            a conversation rule broken (correlation ids, states); catch this for both
+    │   ├── LocalProtocolError   by the caller: it used a state machine in a state that forbids the move
+    │   └── RemoteProtocolError  by the peer: what it sent is not allowed here
     └── BrokerError              an error code answered by a broker (one subclass per code,
                                  see :mod:`kproto.error_codes`)
 """
@@ -30,6 +32,8 @@ __all__ = [
     "UnknownVersionError",
     "UnsupportedVersionError",
     "ProtocolError",
+    "LocalProtocolError",
+    "RemoteProtocolError",
     "BrokerError",
 ]
 
@@ -119,7 +123,18 @@ class UnsupportedVersionError(EncodeError):
 
 
 class ProtocolError(KprotoError):
-    """A peer broke the rules of the conversation (unknown correlation id, wrong state, ...)."""
+    """A rule of the conversation was broken (unknown correlation id, wrong state, ...); the base of
+    :class:`LocalProtocolError` and :class:`RemoteProtocolError`, so one ``except`` catches both."""
+
+
+class LocalProtocolError(ProtocolError):
+    """The caller misused a state machine: asked for a move its state forbids (sending on a closed
+    connection, answering a request twice).  A bug in the calling code, not in the peer."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer broke the protocol: a response nobody asked for, an unknown correlation id, a request
+    after the stream was declared bad.  Nothing the caller did wrong; the connection cannot go on."""
 
 
 class BrokerError(KprotoError):

@@ -9,10 +9,15 @@ kproto's ``partitionIndex`` and ``errorCode``), and every generated class carrie
 table.  Walking those tables makes every API -- the ~80 modern ones included -- yield its facts with no
 per-API code.
 
-One walk, two uses, both here so that they cannot disagree:
+One walk, three uses, all here so that they cannot disagree:
 
 * :func:`entities` yields every entity-typed value of a message with the topic and partition it sits
-  under (what capture and Spark aggregate, see :mod:`kproto.capture.message_facts`);
+  under;
+* :func:`message_facts` sums a request and its response up as :class:`MessageFacts` (topics,
+  partitions, groups, error codes): ``kproto pcap``'s filters, the traffic statistics and the Spark
+  ``exchanges`` table all read an exchange this way.  An ``errorCode`` at the root of the response is
+  the top-level code; every non-zero code below the root is recorded with the topic and partition it
+  sits under (either None where the schema nests it elsewhere, e.g. DescribeGroups' per-group codes);
 * :func:`scope_tree` folds a request into the nested scopes it names (groups → topics → partitions), which
   :mod:`kproto.broker.faults` mirrors into an error response.
 
@@ -23,11 +28,12 @@ The walk reads attributes only (never ``to_dict()``, which would copy every reco
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 __all__ = [
     "TOPIC", "PARTITION", "GROUP", "ERROR", "BROKER", "TRANSACTIONAL_ID", "PRODUCER_ID",
-    "Entity", "entities", "Scope", "scope_tree", "struct_has_entity",
+    "Entity", "entities", "MessageFacts", "message_facts", "Scope", "scope_tree", "struct_has_entity",
 ]
 
 TOPIC = "topicName"
@@ -94,10 +100,10 @@ def entities(message: Any, version: Optional[int] = None) -> Iterator[Entity]:
     yield from _entities(message, version, "", None, None)
     if getattr(message, "API_KEY", None) == _FIND_COORDINATOR and getattr(message, "KIND", "") == "request":
         kind = _KEY_TYPE_ENTITY.get(getattr(message, "key_type", 0))
-        for name in _COORDINATOR_KEY_FIELDS if kind else ():
+        for name in _COORDINATOR_KEY_FIELDS if kind is not None else ():
             value = getattr(message, name, None)
             for item in value if isinstance(value, list) else [value]:
-                if isinstance(item, str) and item:
+                if isinstance(item, str) and item and kind is not None:
                     yield Entity(kind, item, name, None, None)
 
 
@@ -167,3 +173,45 @@ def _fold(struct: Any, version: Optional[int], parent: Scope) -> None:
             scope.children.extend(Scope(info.entity_type, item, [], {}) for item in value or [])
         elif info.entity_type is not None and _is_fact(value):
             scope.values.setdefault(info.entity_type, value)
+
+
+@dataclass
+class MessageFacts:
+    """Topics, partitions and groups named by a request and its response, and the response's error codes."""
+
+    topics: Set[str] = field(default_factory=set)
+    partitions: Set[int] = field(default_factory=set)
+    groups: Set[str] = field(default_factory=set)
+    error_code: Optional[int] = None
+    partition_errors: List[Dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def error_codes(self) -> Set[int]:
+        """Every distinct non-zero error code of the response."""
+        codes = {e["error_code"] for e in self.partition_errors}
+        if self.error_code:
+            codes.add(self.error_code)
+        return codes
+
+
+def message_facts(request: Any, response: Any, version: Optional[int] = None) -> MessageFacts:
+    """Facts of a decoded request and response (either may be None) of one api ``version`` (when known,
+    fields that version lacks are skipped)."""
+    facts = MessageFacts()
+    for message, is_response in ((request, False), (response, True)):
+        if message is None:
+            continue
+        for entity in entities(message, version):
+            if entity.kind == TOPIC:
+                facts.topics.add(entity.value)
+            elif entity.kind == PARTITION:
+                facts.partitions.add(entity.value)
+            elif entity.kind == GROUP:
+                facts.groups.add(entity.value)
+            elif entity.kind == ERROR and is_response:
+                if "." not in entity.path:
+                    facts.error_code = entity.value
+                elif entity.value:
+                    facts.partition_errors.append(
+                        {"topic": entity.topic, "partition": entity.partition, "error_code": entity.value})
+    return facts

@@ -47,7 +47,7 @@ def records_impl(request: pytest.FixtureRequest):
 @pytest.fixture(scope="module", params=["cython", "python"])
 def records_codec(request: pytest.FixtureRequest):
     """The public message set API bound to one implementation."""
-    from kproto.records.message_set import MessageSetCodec
+    from kproto.records.codec import MessageSetCodec
 
     return MessageSetCodec(_records_module(request.param))
 
@@ -55,7 +55,7 @@ def records_codec(request: pytest.FixtureRequest):
 @pytest.fixture(scope="module")
 def both_codecs():
     """(cython, python) codecs, for differential tests."""
-    from kproto.records.message_set import MessageSetCodec
+    from kproto.records.codec import MessageSetCodec
 
     return MessageSetCodec(_records_module("cython")), MessageSetCodec(_records_module("python"))
 

@@ -8,6 +8,7 @@ import logging
 import socket
 import struct
 import uuid
+from typing import Any, List
 
 import pytest
 
@@ -15,9 +16,10 @@ from broker_client import SocketClient, metadata_request
 from kproto import ErrorCode
 from kproto.apis import APIS
 from kproto.broker.config import BrokerConfig
-from kproto.broker.control import CONTROL_PLANE_VERSIONS, served_table
+from kproto.broker.control import CONTROL_PLANE_VERSIONS
+from kproto.broker.served_versions import served_table
 from kproto.broker.data_plane import SERVED_VERSIONS as DATA_PLANE_VERSIONS
-from kproto.broker.handlers import SERVED_VERSIONS, BrokerCore
+from kproto.broker.core import SERVED_VERSIONS, BrokerCore
 from kproto.broker.sasl import check_plain
 from kproto.connection import ClientConnection
 from kproto.connection.server import RequestReceived, ServerConnection
@@ -31,6 +33,7 @@ from kproto.messages import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     FindCoordinatorRequest,
+    InitProducerIdRequest,
     MetadataRequest,
     ProduceRequest,
     SaslAuthenticateRequest,
@@ -113,9 +116,9 @@ def test_api_versions_in_an_unknown_version_gets_the_v0_fallback_and_the_connect
 
 
 def test_a_readable_version_the_broker_does_not_serve_is_unsupported_version(broker, client) -> None:
-    response = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="t")]), 13)
+    # InitProducerId v6 (two-phase commit): the codecs read it, the broker serves up to v5.
+    response = client.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1), 6)
     assert response.error_code == _C.UNSUPPORTED_VERSION
-    assert [t.error_code for t in response.topics] == [_C.UNSUPPORTED_VERSION]
     assert client.request(metadata_request("t"), 1).topics[0].error_code == 0  # still served
 
 
@@ -365,3 +368,36 @@ def test_faults_target_topics_count_and_work_in_every_version(broker, client) ->
     assert client.request(ask, 0).topics[0].partitions[0].error_code == _C.NOT_LEADER_FOR_PARTITION
     assert by_partition.fired == 1
     assert all(APIS[key] for key in SERVED_VERSIONS)
+
+
+def test_the_cluster_makes_its_changes_and_tells_its_listeners() -> None:
+    from kproto.broker.cluster import Cluster
+
+    cluster = Cluster()
+    told: List[str] = []
+    cluster.on_change(lambda: told.append("changed"))
+    cluster.create_topic("t", 1)
+    cluster.create_topic("t", 1)  # already there: nothing changed
+    cluster.add_partitions("t", 3)
+    topic_id = cluster.topic_ids["t"]
+    assert len(cluster.topics["t"]) == 3 and cluster.topic_name(topic_id) == "t"
+    assert cluster.delete_topic("t") == topic_id
+    assert cluster.topic_name(topic_id) is None and "t" not in cluster.topics
+    assert told == ["changed"] * 3
+
+
+def test_the_control_plane_answers_from_what_it_is_given() -> None:
+    from kproto.broker.cluster import Cluster, Endpoint
+    from kproto.broker.control import ControlPlane
+
+    served = {3: (0, 12), 18: (0, 4)}
+    plane = ControlPlane(BrokerConfig(), Cluster(), served, Endpoint("broker.example", 9093))
+
+    def ask(message: Any, version: int) -> Any:
+        (received,) = ServerConnection().receive_data(ClientConnection().send(message, version).frame)
+        return asyncio.run(plane.handlers[received.api_key](received, "/127.0.0.1"))
+
+    assert {(k.api_key, k.min_version, k.max_version) for k in ask(ApiVersionsRequest(), 0).api_keys} == \
+        {(3, 0, 12), (18, 0, 4)}
+    (broker_row,) = ask(metadata_request("t"), 1).brokers
+    assert (broker_row.host, broker_row.port) == ("broker.example", 9093)

@@ -85,20 +85,24 @@ def test_unknown_ids_stale_epochs_and_bumps(broker, client) -> None:
     p = Producer(client, "epochs")
     assert p.send(p.batch(sequence=1))[0] == _C.OUT_OF_ORDER_SEQUENCE_NUMBER  # a first batch starts at 0
     assert p.send(p.batch(producer_id=p.id + 10_000))[0] == _C.UNKNOWN_PRODUCER_ID
-    assert p.send(p.batch(epoch=p.epoch + 1))[0] == _C.INVALID_PRODUCER_EPOCH  # never issued
     assert p.send(p.batch()) == (0, 0)
     p.next = 2
-    # v3+: the producer names its id and epoch and gets the epoch bumped; the old epoch is fenced.
-    bumped = client.request(init(producer_id=p.id, epoch=p.epoch), 3)
-    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, p.id, p.epoch + 1)
+    # An idempotent producer may bump its epoch itself (Kafka's does after a failed batch): the new epoch
+    # starts at sequence 0, and the old one is fenced from then on.
+    assert p.send(p.batch(epoch=p.epoch + 1))[0] == _C.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert p.send(p.batch(epoch=p.epoch + 1, sequence=0)) == (0, 2)
     assert p.send(p.batch())[0] == _C.INVALID_PRODUCER_EPOCH
-    p.epoch += 1
-    assert p.send(p.batch())[0] == _C.OUT_OF_ORDER_SEQUENCE_NUMBER  # a new epoch starts at 0
-    assert p.send(p.batch(sequence=0)) == (0, 2)
-    # A stale id/epoch pair cannot bump: fenced (PRODUCER_FENCED from v4, INVALID_PRODUCER_EPOCH before).
-    assert client.request(init(producer_id=p.id, epoch=0), 4).error_code == _C.PRODUCER_FENCED
-    assert client.request(init(producer_id=p.id, epoch=0), 3).error_code == _C.INVALID_PRODUCER_EPOCH
-    assert broker.high_watermark("epochs", 0) == 4
+    p.epoch, p.next = p.epoch + 1, 2
+    # v3+ without a transactional id: naming the current (or a stale) id/epoch gets a fresh id at epoch 0,
+    # as from Apache Kafka; the new id starts at sequence 0 and the old one still appends where it was.
+    for named_epoch in (p.epoch, p.epoch + 7):
+        fresh = client.request(init(producer_id=p.id, epoch=named_epoch), 3)
+        assert (fresh.error_code, fresh.producer_epoch) == (0, 0) and fresh.producer_id not in (p.id, -1)
+    assert p.send(p.batch()) == (0, 4)
+    p.id, p.epoch, p.next = fresh.producer_id, 0, 2
+    assert p.send(p.batch())[0] == _C.OUT_OF_ORDER_SEQUENCE_NUMBER  # a new id starts at 0
+    assert p.send(p.batch(sequence=0)) == (0, 6)
+    assert broker.high_watermark("epochs", 0) == 8
 
 
 def test_sequences_wrap_past_int32() -> None:
@@ -138,11 +142,11 @@ def test_forgotten_producer_ids_are_unknown() -> None:
     ids.init(None, 0)
     ids.init(None, 0)
     assert ids.epoch(first) is None
-    # The epoch is bumped to a fresh id at the top of int16.
-    code, pid, _ = ids.init(None, 0)
+    # A transactional id's epoch is bumped to a fresh id at the top of int16.
+    code, pid, _ = ids.init("tx", 60_000)
     for epoch in range(32766):
-        assert ids.init(None, 0, pid, epoch) == (_C.NONE, pid, epoch + 1)
-    code, fresh, epoch = ids.init(None, 0, pid, 32766)
+        assert ids.init("tx", 60_000, pid, epoch) == (_C.NONE, pid, epoch + 1)
+    code, fresh, epoch = ids.init("tx", 60_000, pid, 32766)
     assert (code, epoch) == (_C.NONE, 0) and fresh != pid and ids.epoch(pid) is None
 
 

@@ -199,10 +199,10 @@ def test_records_sent_while_metadata_is_pending_keep_their_order() -> None:
     run(main)
 
 
-def test_records_of_a_topic_without_metadata_fail_after_metadata_timeout() -> None:
+def test_records_of_a_topic_without_metadata_fail_after_max_block() -> None:
     async def main() -> None:
         async with MockBroker(topics={"t": 1}, auto_create_topics=False) as broker:
-            async with Producer(broker.bootstrap_servers, broker_release=RELEASE, metadata_timeout_ms=300,
+            async with Producer(broker.bootstrap_servers, broker_release=RELEASE, max_block_ms=300,
                                 retry_backoff_ms=20) as producer:
                 held = [await producer.send("missing", b"%d" % i) for i in range(3)]
                 known = await producer.send("t", b"x")

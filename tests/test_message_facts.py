@@ -1,4 +1,4 @@
-"""kproto.message_facts (the entity walk), kproto.capture.message_facts (an exchange's summary) and the
+"""kproto.message_facts: the entity walk, an exchange's summary and the
 mock broker's generic error responses (kproto.broker.faults), all driven by the specs' entity types."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import pytest
 import kproto
 from kproto.apis import APIS
 from kproto.broker.faults import error_response
-from kproto.capture.message_facts import message_facts
-from kproto.message_facts import ERROR, GROUP, PARTITION, TOPIC, entities, scope_tree
+from kproto.message_facts import ERROR, GROUP, PARTITION, TOPIC, entities, message_facts, scope_tree
 from kproto.messages import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,

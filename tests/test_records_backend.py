@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 BLOCK_EXTENSION = """
@@ -26,7 +28,7 @@ def run(code: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_pure_forced():
-    result = run("import kproto._backend as b, kproto.records as r; print(b.BACKEND, r.Message.__module__)", KPROTO_PURE="1")
+    result = run("import kproto._backend as b, kproto.records as r; print(b.BACKEND, r.LegacyRecord.__module__)", KPROTO_PURE="1")
     assert result.stdout.split() == ["python", "kproto.records._pure"], result.stderr
     assert "Warning" not in result.stderr
 
@@ -35,7 +37,7 @@ def test_fallback_warns_once():
     code = BLOCK_EXTENSION + (
         "warnings.simplefilter('always')\n"
         "with warnings.catch_warnings(record=True) as seen:\n"
-        "    import kproto.records as r; import kproto._backend as b; import kproto.records.message_set\n"
+        "    import kproto.records as r; import kproto._backend as b; import kproto.records.codec\n"
         "print(b.BACKEND, [w.category.__name__ for w in seen])\n"
     )
     result = run(code)
@@ -61,3 +63,11 @@ def test_warning_is_a_runtime_warning():
 def test_default_uses_cython_when_built():
     result = run("import kproto._backend as b; print(b.BACKEND)")
     assert result.stdout.strip() == "cython", result.stderr
+
+
+def test_the_former_name_of_the_magic_0_1_record_warns():
+    import kproto.records as r
+
+    with pytest.warns(DeprecationWarning, match="LegacyRecord"):
+        assert r.Message is r.LegacyRecord
+    assert "Message" not in r.__all__ and "LegacyRecord" in r.__all__

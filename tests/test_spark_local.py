@@ -16,8 +16,8 @@ import pytest
 from kproto.capture.conversation import Exchange, Problem, ProblemKind, decode_capture
 from kproto.records import decode_message_set
 from kproto.spark import cli_command
-from kproto.spark.exchange_facts import exchange_facts
 from kproto.spark.inputs import capture_order_key, display_path, topic_partition
+from kproto.message_facts import message_facts
 from kproto.spark.local import LocalTables, tables_from_captures_local, tables_from_segments_local
 from kproto.spark.schema import TABLES
 from kproto.spark.segment_rows import segment_batches
@@ -110,7 +110,8 @@ def test_exchange_facts_carry_topics_and_error_codes(local: LocalTables) -> None
     assert {"topic": "missing", "partition": 0, "error_code": 3} in sum((r["partition_errors"] for r in by_api["Produce"]), [])
     assert {"topic": "audit", "partition": None, "error_code": 5} in sum((r["partition_errors"] for r in by_api["Metadata"]), [])
     assert ["audit", "orders"] in [r["topics"] for r in by_api["Metadata"]]
-    assert exchange_facts(None, None) == ([], None, [])
+    empty = message_facts(None, None)
+    assert (sorted(empty.topics), empty.error_code, empty.partition_errors) == ([], None, [])
 
 
 def test_connection_reuse_gets_a_second_name(local: LocalTables) -> None:

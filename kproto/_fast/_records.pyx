@@ -4,13 +4,13 @@
 Same names, same results, same error class and offset for the same input.  ``decode`` validates the whole
 set in one pass over the buffer (every length checked against the bytes left before it is used, integers
 loaded byte by byte, no unaligned casts, CRC32 on the pointer) and returns a lazy sequence that builds each
-:class:`Message` when iteration reaches it, so a consumer's loop reuses the memory of the previous message.
+:class:`LegacyRecord` when iteration reaches it, so a consumer's loop reuses the memory of the previous message.
 ``decode_columns`` writes C column buffers with no per-message objects.  Per-wrapper work (decompression)
 goes through the shared Python codecs in :mod:`kproto.records.compression`.
 
 Within the records layer this core sits above the modules it calls -- the codecs of
 :mod:`kproto.records.compression` and the result classes of :mod:`kproto.records.decoded`, which import
-nothing of the core -- and below :mod:`kproto._backend` and the public API of :mod:`kproto.records.message_set`.
+nothing of the core -- and below :mod:`kproto._backend` and the public API of :mod:`kproto.records.codec`.
 """
 
 cimport cython
@@ -34,8 +34,6 @@ from cpython.list cimport PyList_GET_ITEM
 from array import array
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
-
-
 from kproto.records.compression import compress_buffer, decompress_buffer
 from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns
 
@@ -160,8 +158,8 @@ cdef int expose_slot(type cls, object probe, object marker, const char* name, co
 @cython.final
 @cython.freelist(512)
 @cython.no_gc
-cdef class Message:
-    """One decoded message (the compiled twin of :class:`kproto.records._pure.Message`).
+cdef class LegacyRecord:
+    """One decoded message (the compiled twin of :class:`kproto.records._pure.LegacyRecord`).
 
     ``key``/``value``: ``bytes`` or ``None`` (null and empty stay distinct); ``timestamp``: int for magic 1,
     ``None`` for magic 0; ``offset``: absolute; ``magic``; ``attributes``: the message's own attribute byte;
@@ -222,25 +220,25 @@ cdef class Message:
                 self.timestamp_type, self.crc)
 
     def __eq__(self, other):
-        if type(other) is not Message:
+        if type(other) is not LegacyRecord:
             return NotImplemented
-        return self._astuple() == (<Message>other)._astuple()
+        return self._astuple() == (<LegacyRecord>other)._astuple()
 
     def __hash__(self):
         return hash(self._astuple())
 
     def __repr__(self):
-        return (f"Message(offset={self.offset!r}, key={self.key!r}, value={self.value!r}, "
+        return (f"LegacyRecord(offset={self.offset!r}, key={self.key!r}, value={self.value!r}, "
                 f"timestamp={self.timestamp!r}, magic={self.magic}, codec={self.codec!r})")
 
 
 cdef int expose_message_slots() except -1:
-    cdef Message probe = Message.__new__(Message)
+    cdef LegacyRecord probe = LegacyRecord.__new__(LegacyRecord)
     markers = (object(), object(), object())
     probe.key, probe.value, probe.offset = markers
-    expose_slot(Message, probe, markers[0], b"key", b"The key: bytes, or None for a null key.")
-    expose_slot(Message, probe, markers[1], b"value", b"The value: bytes, or None for a null value.")
-    expose_slot(Message, probe, markers[2], b"offset", b"The absolute offset.")
+    expose_slot(LegacyRecord, probe, markers[0], b"key", b"The key: bytes, or None for a null key.")
+    expose_slot(LegacyRecord, probe, markers[1], b"value", b"The value: bytes, or None for a null value.")
+    expose_slot(LegacyRecord, probe, markers[2], b"offset", b"The absolute offset.")
     return 0
 
 
@@ -617,9 +615,9 @@ cdef struct Decoding:
     int64_t inner_max_offset  # largest inner offset of the current wrapper
 
 
-cdef inline Message new_message(object key, object value, int64_t timestamp, int64_t offset, int magic,
+cdef inline LegacyRecord new_message(object key, object value, int64_t timestamp, int64_t offset, int magic,
                                 int attributes, int codec, int timestamp_type, uint32_t crc):
-    cdef Message m = Message.__new__(Message)
+    cdef LegacyRecord m = LegacyRecord.__new__(LegacyRecord)
     m.key = key
     m.value = value
     m.offset = offset
@@ -724,7 +722,7 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
     cdef object raw
     cdef const uint8_t* raw_data
     cdef Py_ssize_t raw_size
-    cdef Message m
+    cdef LegacyRecord m
     name = CODEC_NAMES.get(codec)
     if name is None:
         raise DecodeError(f"unknown compression codec {codec}", entry + 17)
@@ -777,7 +775,7 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
     elif cols is None:
         if delta or log_append:
             for item in found:
-                m = <Message>item
+                m = <LegacyRecord>item
                 m.offset = m.offset + delta
                 if log_append:
                     m._timestamp = timestamp
@@ -851,7 +849,7 @@ cdef class _InnerSet:
         return s
 
 
-cdef inline Message message_at(const uint8_t* buf, Py_ssize_t pos, int carrier_codec, int64_t delta):
+cdef inline LegacyRecord message_at(const uint8_t* buf, Py_ssize_t pos, int carrier_codec, int64_t delta):
     """Build the message at ``pos`` of a buffer that decode_set has validated (so no checks here), its offset
     moved by ``delta`` (which decode_set has checked to fit)."""
     cdef Py_ssize_t start = pos + 12, p
@@ -877,7 +875,7 @@ cdef inline Message message_at(const uint8_t* buf, Py_ssize_t pos, int carrier_c
 
 @cython.final
 cdef class _MessageIterator:
-    """Walks a validated message set, building each Message only when it is reached."""
+    """Walks a validated message set, building each LegacyRecord only when it is reached."""
 
     cdef bytes top
     cdef Py_ssize_t pos, end
@@ -891,7 +889,7 @@ cdef class _MessageIterator:
 
     def __next__(self):
         cdef const uint8_t* buf
-        cdef Message m
+        cdef LegacyRecord m
         cdef int32_t size
         while True:
             if self.current is not None:
@@ -923,7 +921,7 @@ cdef class _MessageIterator:
 cdef class LazyMessages:
     """The messages of a validated message set, built one at a time on iteration.
 
-    Iterating creates each :class:`Message` only when reached, so a consumer that handles messages one by one
+    Iterating creates each :class:`LegacyRecord` only when reached, so a consumer that handles messages one by one
     never holds the whole set as objects.  Indexing builds (and keeps) the full list once.
     """
 
@@ -955,7 +953,7 @@ cdef class LazyMessages:
 
 
 def decode(data, bint check_crc, Py_ssize_t limit, bint check_inner_crc=True):
-    """Validate a message set now, build its :class:`Message` objects on iteration
+    """Validate a message set now, build its :class:`LegacyRecord` objects on iteration
     (see :func:`kproto.records.decode_message_set`)."""
     cdef Decoding opts
     cdef bint partial
@@ -1689,7 +1687,7 @@ cdef int expose_record_slots() except -1:
 expose_record_slots()
 
 
-cdef Record record_from_message(Message m):
+cdef Record record_from_message(LegacyRecord m):
     cdef Record r = Record.__new__(Record)
     r.key = m.key
     r.value = m.value
@@ -2016,7 +2014,7 @@ cdef object legacy_batch(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Dec
         decode_set(buf + pos, end - pos, found, None, opts, False, 0, &partial, &last)
     except DecodeError as exc:
         raise type(exc)(exc.reason, (exc.offset or 0) + pos) from None
-    records = [record_from_message(<Message>m) for m in found]
+    records = [record_from_message(<LegacyRecord>m) for m in found]
     first = (<Record>records[0]).offset
     last = (<Record>records[len(records) - 1]).offset
     n = len(records)

@@ -3,17 +3,18 @@ coordinator, idempotent and transactional producers, SASL PLAIN, fault injection
 
 * :mod:`kproto.broker.mock` -- :class:`MockBroker` (sync and async context manager) and :func:`run_broker`;
 * :mod:`kproto.broker.server` -- asyncio streams around :class:`kproto.connection.ServerConnection`;
-* :mod:`kproto.broker.handlers` -- what each request is answered (no sockets), and the one table of
-  served versions assembled from :mod:`kproto.broker.control` (ApiVersions, Metadata, admin requests),
-  :mod:`kproto.broker.data_plane` (Produce, Fetch, ListOffsets, producer ids, transactions) and the group
-  coordinator;
+* :mod:`kproto.broker.core` -- :class:`~kproto.broker.core.BrokerCore`: what each request is answered
+  (no sockets), dispatched over the one table of served versions assembled
+  (:mod:`kproto.broker.served_versions`) from :mod:`kproto.broker.control` (ApiVersions, Metadata, admin
+  requests), :mod:`kproto.broker.data_plane` (Produce, Fetch, ListOffsets, producer ids, transactions) and
+  the group coordinator;
 * :mod:`kproto.broker.cluster`, :mod:`kproto.broker.log`, :mod:`kproto.broker.batches`,
   :mod:`kproto.broker.append`, :mod:`kproto.broker.conversion` -- topics, partition logs of RecordBatch v2
   patched in place, 0.8/0.9 message sets validated and up-converted, down-conversion for old fetchers;
 * :mod:`kproto.broker.producers`, :mod:`kproto.broker.transactions` -- idempotence and transactions;
 * :mod:`kproto.broker.sasl` -- SASL PLAIN logins;
 * :mod:`kproto.broker.faults` -- injected errors, delays and dropped connections;
-* :mod:`kproto.broker.recording` -- traffic to pcap;
+* :mod:`kproto.broker.recording` -- traffic to pcap (with :mod:`kproto.pcap.writer`);
 * :mod:`kproto.broker.cli_command` -- the ``kproto broker`` subcommand.
 """
 

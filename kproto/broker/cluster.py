@@ -9,17 +9,23 @@ with ``default_partitions`` on first mention by Metadata or Produce when ``auto_
 Every topic gets a random UUID when created (Kafka 2.8+ topic ids): Metadata v10+ shows it and Fetch
 v13+ names topics by it.  A topic is CreateTime or LogAppendTime (``message.timestamp.type``); the
 cluster default applies unless ``create_topic`` says otherwise.
+
+The cluster makes every change to its topics itself (:meth:`Cluster.create_topic`,
+:meth:`Cluster.delete_topic`, :meth:`Cluster.add_partitions`) and then calls its listeners
+(:meth:`Cluster.on_change`): the data plane listens, so parked fetches look again when a topic they
+wait on appears, grows or goes.  Its dictionaries are for reading.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from typing import Dict, List, Optional
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional
 
 from kproto.broker.log import PartitionLog
 
-__all__ = ["Cluster", "valid_topic_name"]
+__all__ = ["Cluster", "Endpoint", "valid_topic_name"]
 
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
@@ -27,6 +33,15 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 def valid_topic_name(name: str) -> bool:
     """Whether 0.9 accepts ``name`` as a topic name."""
     return bool(_LEGAL.fullmatch(name)) and name not in (".", "..")
+
+
+@dataclass
+class Endpoint:
+    """Where clients reach the cluster's one broker, as Metadata and FindCoordinator advertise it; set
+    when the broker starts listening (port 0 until then)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
 
 
 class Cluster:
@@ -47,6 +62,15 @@ class Cluster:
         #: The id of each topic, and the topic of each id.
         self.topic_ids: Dict[str, uuid.UUID] = {}
         self.topics_by_id: Dict[uuid.UUID, str] = {}
+        self._listeners: List[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every topic created, deleted or grown."""
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()
 
     def create_topic(self, name: str, partitions: Optional[int] = None, *,
                      log_append_time: Optional[bool] = None) -> List[PartitionLog]:
@@ -65,7 +89,27 @@ class Cluster:
             topic_id = uuid.uuid4()
             self.topic_ids[name] = topic_id
             self.topics_by_id[topic_id] = name
+            self._changed()
         return self.topics[name]
+
+    def delete_topic(self, name: str) -> uuid.UUID:
+        """Remove ``name`` (it must exist) with its id; returns the id."""
+        del self.topics[name]
+        topic_id = self.topic_ids.pop(name)
+        self.topics_by_id.pop(topic_id, None)
+        self._changed()
+        return topic_id
+
+    def add_partitions(self, name: str, count: int) -> None:
+        """Grow ``name`` (it must exist) to ``count`` partitions, stamped as its first one is."""
+        partitions = self.topics[name]
+        stamp = partitions[0].log_append_time
+        partitions.extend(PartitionLog(log_append_time=stamp) for _ in range(count - len(partitions)))
+        self._changed()
+
+    def topic_name(self, topic_id: uuid.UUID) -> Optional[str]:
+        """The name of the topic with id ``topic_id``, or None."""
+        return self.topics_by_id.get(topic_id)
 
     def lookup(self, name: str, *, create: bool = False) -> Optional[List[PartitionLog]]:
         """The partitions of ``name``; created when ``create`` and auto-creation allow it."""

@@ -4,15 +4,10 @@ A modern client's first requests decide whether it talks to a broker at all: Api
 versions of each api the broker serves), Metadata (brokers, topics, partitions, leaders) and
 FindCoordinator (where its group or transaction lives).  Admin clients add CreateTopics, DeleteTopics,
 CreatePartitions, DescribeConfigs and DescribeCluster.  This module answers those, for every version in
-:data:`CONTROL_PLANE_VERSIONS`, over the cluster of the :class:`~kproto.broker.handlers.BrokerCore`
-that owns it.
-
-**One table of served versions.**  What ApiVersions advertises is what the broker truly answers, and
-each part of the broker declares its own share next to its handlers: this module
-(:data:`CONTROL_PLANE_VERSIONS`), the SASL module, the data plane in :mod:`kproto.broker.handlers`, and
-the group coordinator (:data:`kproto.group.coordinator.SERVED_VERSIONS`).  :func:`served_table` merges
-the declarations into the one table the broker both advertises and enforces, so a version is never
-written twice and never advertised without a handler.
+:data:`CONTROL_PLANE_VERSIONS`, over the cluster, the broker's endpoint and its table of served
+versions, which :class:`ControlPlane` is given (it never sees the broker that owns it).  Its share of
+that table is declared once, with the handlers, in :attr:`ControlPlane.API_TABLE`
+(:mod:`kproto.broker.served_versions` merges the shares).
 
 The cluster has one node that leads every partition and is its only replica; authorisation is not
 modelled (every operation is allowed and reported so when a client asks for authorised operations).
@@ -22,16 +17,15 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from kproto import ErrorCode
-from kproto.apis import APIS
-from kproto.broker.cluster import valid_topic_name
-from kproto.broker.log import PartitionLog
+from kproto.broker.cluster import Cluster, Endpoint, valid_topic_name
+from kproto.broker.config import BrokerConfig
+from kproto.broker.served_versions import ApiTable, Handler, VersionTable, api_versions_response, bind_handlers, versions_of
 from kproto.connection.server import RequestReceived
 from kproto.message_base import Message
 from kproto.messages import (
-    ApiVersionsResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteTopicsResponse,
@@ -41,26 +35,9 @@ from kproto.messages import (
     MetadataResponse,
 )
 
-if TYPE_CHECKING:
-    from kproto.broker.handlers import BrokerCore
-
-__all__ = ["CONTROL_PLANE_VERSIONS", "ControlPlane", "VersionTable", "api_versions_fallback", "fit_to_version",
-           "served_table"]
+__all__ = ["CONTROL_PLANE_VERSIONS", "ControlPlane"]
 
 _C = ErrorCode
-VersionTable = Mapping[int, Tuple[int, int]]
-
-#: The versions this module answers, by api key.
-CONTROL_PLANE_VERSIONS: VersionTable = {
-    3: (0, 12),   # Metadata
-    10: (0, 6),   # FindCoordinator (GroupCoordinator before v1)
-    18: (0, 4),   # ApiVersions
-    19: (0, 7),   # CreateTopics
-    20: (0, 6),   # DeleteTopics
-    32: (0, 4),   # DescribeConfigs
-    37: (0, 3),   # CreatePartitions
-    60: (0, 2),   # DescribeCluster
-}
 
 # Authorised-operation bits (Kafka's AclOperation codes): everything is allowed on a mock broker.
 _TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # read ... alter_configs
@@ -76,112 +53,19 @@ _DYNAMIC_TOPIC, _STATIC_BROKER, _DEFAULT = 1, 4, 5
 _TOPIC_RESOURCE, _BROKER_RESOURCE = 2, 4
 
 
-def served_table(*declarations: VersionTable) -> Dict[int, Tuple[int, int]]:
-    """Merge each owner's declared (lowest, highest) versions per api key into one table.
-
-    Two declarations for one api key must meet or overlap (OffsetCommit v0 answered by the broker,
-    v1+ by the coordinator): ApiVersions can only advertise one contiguous range per key, so a gap is
-    a ValueError, as is a range the codecs cannot encode.
-    """
-    table: Dict[int, Tuple[int, int]] = {}
-    for declared in declarations:
-        for key, (low, high) in declared.items():
-            codec = APIS[key].versions
-            if not (codec.start <= low <= high < codec.stop):
-                raise ValueError(f"api key {key} v{low}-v{high} is outside the codecs' v{codec.start}-v{codec.stop - 1}")
-            if key in table:
-                old_low, old_high = table[key]
-                if low > old_high + 1 or high < old_low - 1:
-                    raise ValueError(f"api key {key}: v{low}-v{high} and v{old_low}-v{old_high} leave a gap")
-                low, high = min(low, old_low), max(high, old_high)
-            table[key] = (low, high)
-    return dict(sorted(table.items()))
-
-
-def fit_to_version(message: Any, version: int) -> Any:
-    """``message`` with every field its ``version`` lacks back at its default, in place (returned).
-
-    Handlers fill one response shape for all versions; an encoder skips fields a version lacks only
-    when the spec marks them ignorable (and refuses the others), and a decoder gives them their
-    defaults, so an answer trimmed here is exactly what the client will read.  The walk per (class,
-    version) is planned once: most answers have nothing to trim and cost one dictionary lookup.
-    """
-    if message is None:
-        return message
-    absent, nested = _trim_plan(type(message), version)
-    if absent:
-        blank = _blank(type(message))
-        for name in absent:
-            value = getattr(blank, name)
-            if isinstance(value, list):
-                value = list(value)
-            elif not isinstance(value, _SHAREABLE):
-                value = getattr(type(message)(), name)  # a struct: each message gets its own
-            setattr(message, name, value)
-    for name, is_array in nested:
-        value = getattr(message, name)
-        for item in (value if is_array and value is not None else [value]):
-            fit_to_version(item, version)
-    return message
-
-
-_PLANS: Dict[Tuple[type, int], Tuple[Tuple[str, ...], Tuple[Tuple[str, bool], ...]]] = {}
-_BLANKS: Dict[type, Any] = {}
-_SHAREABLE = (int, float, str, bytes, type(None))  # default values one blank can lend to every message
-
-
-def _blank(cls: type) -> Any:
-    """One default instance of ``cls``, read (never changed) for the defaults of absent fields: lists
-    are copied out of it."""
-    blank = _BLANKS.get(cls)
-    if blank is None:
-        blank = _BLANKS[cls] = cls()
-    return blank
-
-
-def _trim_plan(cls: type, version: int) -> Tuple[Tuple[str, ...], Tuple[Tuple[str, bool], ...]]:
-    """(fields of ``cls`` absent from ``version``, present struct fields whose structs need trimming)."""
-    plan = _PLANS.get((cls, version))
-    if plan is None:
-        absent, nested = [], []
-        for info in cls.FIELDS:  # type: ignore[attr-defined]
-            low, high = info.versions
-            if not low <= version <= high:
-                absent.append(info.name)
-            elif info.struct is not None and any(_trim_plan(info.struct, version)):
-                nested.append((info.name, bool(info.is_array)))
-        plan = _PLANS[(cls, version)] = (tuple(absent), tuple(nested))
-    return plan
-
-
-def api_versions_fallback(served: VersionTable) -> ApiVersionsResponse:
-    """The answer to an ApiVersions request in a version the broker does not serve: the v0 layout with
-    UNSUPPORTED_VERSION and the broker's ranges, from which the client picks a version it shares."""
-    return _api_versions(served, _C.UNSUPPORTED_VERSION)
-
-
-def _api_versions(served: VersionTable, code: int) -> ApiVersionsResponse:
-    K = ApiVersionsResponse.ApiVersion
-    return ApiVersionsResponse(error_code=code, throttle_time_ms=0, api_keys=[
-        K(api_key=key, min_version=low, max_version=high) for key, (low, high) in served.items()])
-
-
 class ControlPlane:
-    """The control-plane handlers of one :class:`~kproto.broker.handlers.BrokerCore`."""
+    """The control-plane handlers over one cluster; ``served`` is what ApiVersions advertises and
+    ``endpoint`` where Metadata and FindCoordinator send clients."""
 
-    def __init__(self, core: "BrokerCore") -> None:
-        self.core = core
-        self.cluster = core.cluster
-        self.config = core.config
+    def __init__(self, config: BrokerConfig, cluster: Cluster, served: VersionTable, endpoint: Endpoint) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.served = served
+        self.endpoint = endpoint
         #: Topic → its configs set by CreateTopics (Kafka's dynamic topic configs).
         self.topic_configs: Dict[str, Dict[str, Optional[str]]] = {}
-
-    @property
-    def handlers(self) -> Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]]:
-        """Api key → handler, for the keys of :data:`CONTROL_PLANE_VERSIONS`."""
-        return {3: self.metadata, 10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
-                20: self.delete_topics, 32: self.describe_configs, 37: self.create_partitions,
-                60: self.describe_cluster}
+        #: Api key → handler, for the keys of :data:`CONTROL_PLANE_VERSIONS`.
+        self.handlers: Dict[int, Handler] = bind_handlers(self, self.API_TABLE)
 
     def topic_id(self, name: str) -> uuid.UUID:
         """The topic's id (Metadata v10+, DeleteTopics v6, CreateTopics v7), given by the cluster."""
@@ -189,14 +73,11 @@ class ControlPlane:
 
     def _delete(self, name: str) -> uuid.UUID:
         """Remove a topic, its id and its configs; returns its id."""
-        del self.cluster.topics[name]
-        topic_id = self.cluster.topic_ids.pop(name)
-        self.cluster.topics_by_id.pop(topic_id, None)
         self.topic_configs.pop(name, None)
-        return topic_id
+        return self.cluster.delete_topic(name)
 
     def _name_of(self, topic_id: uuid.UUID) -> Optional[str]:
-        return self.cluster.topics_by_id.get(topic_id)
+        return self.cluster.topic_name(topic_id)
 
     # ---------------------------------------------------------------- ApiVersions
 
@@ -204,8 +85,8 @@ class ControlPlane:
         req: Any = request.message
         if request.api_version >= 3 and not (_SOFTWARE.fullmatch(req.client_software_name or "")
                                              and _SOFTWARE.fullmatch(req.client_software_version or "")):
-            return _api_versions({}, _C.INVALID_REQUEST)
-        return _api_versions(self.core.served, _C.NONE)
+            return api_versions_response({}, _C.INVALID_REQUEST)
+        return api_versions_response(self.served, _C.NONE)
 
     # ---------------------------------------------------------------- Metadata
 
@@ -243,8 +124,8 @@ class ControlPlane:
                                         for i in range(len(partitions))]))
         cluster_ops = _CLUSTER_OPERATIONS if 8 <= version <= 10 and req.include_cluster_authorized_operations \
             else _OMITTED
-        return MetadataResponse(throttle_time_ms=0, brokers=[B(node_id=node, host=self.core.host,
-                                                               port=self.core.port, rack=None)],
+        return MetadataResponse(throttle_time_ms=0, brokers=[B(node_id=node, host=self.endpoint.host,
+                                                               port=self.endpoint.port, rack=None)],
                                 cluster_id=self.config.cluster_id, controller_id=node, topics=topics,
                                 cluster_authorized_operations=cluster_ops)
 
@@ -258,13 +139,13 @@ class ControlPlane:
             code, message = self._coordinator_error(key_type, req.key)
             return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                            node_id=-1 if code else self.config.node_id,
-                                           host="" if code else self.core.host, port=-1 if code else self.core.port)
+                                           host="" if code else self.endpoint.host, port=-1 if code else self.endpoint.port)
         C = FindCoordinatorResponse.Coordinator
         answers = []
         for key in req.coordinator_keys:
             code, message = self._coordinator_error(key_type, key)
             answers.append(C(key=key, node_id=-1 if code else self.config.node_id,
-                             host="" if code else self.core.host, port=-1 if code else self.core.port,
+                             host="" if code else self.endpoint.host, port=-1 if code else self.endpoint.port,
                              error_code=code, error_message=message))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=answers)
 
@@ -297,13 +178,14 @@ class ControlPlane:
             if code == _C.NONE and not validate_only:
                 self.cluster.create_topic(topic.name, partitions)
                 self.topic_configs[topic.name] = {c.name: c.value for c in topic.configs}
-                self.core.topics_changed()
             ok = code == _C.NONE
             results.append(R(name=topic.name, error_code=code, error_message=message,
-                             topic_id=self.topic_id(topic.name) if ok and not validate_only else uuid.UUID(int=0),
+                             # Kafka names a topic id even for a validate-only creation (one never used).
+                             topic_id=(self.topic_id(topic.name) if not validate_only else uuid.uuid4())
+                             if ok else uuid.UUID(int=0),
                              num_partitions=partitions if ok else -1, replication_factor=1 if ok else -1,
                              configs=self._created_configs({c.name: c.value for c in topic.configs})
-                             if ok else None))
+                             if ok else []))
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
     def _check_new_topic(self, topic: object) -> Tuple[int, Optional[str], int]:
@@ -356,7 +238,6 @@ class ControlPlane:
                                  error_code=_C.UNKNOWN_TOPIC_OR_PARTITION, error_message="no such topic"))
                 continue
             tid = self._delete(name)
-            self.core.topics_changed()
             results.append(R(name=name, topic_id=tid, error_code=_C.NONE))
         return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
@@ -378,10 +259,7 @@ class ControlPlane:
                     or any(list(a.broker_ids) != [self.config.node_id] for a in topic.assignments)):
                 code, message = _C.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.config.node_id}"
             if code == _C.NONE and not req.validate_only:
-                assert partitions is not None
-                stamp = partitions[0].log_append_time
-                partitions.extend(PartitionLog(log_append_time=stamp) for _ in range(topic.count - len(partitions)))
-                self.core.topics_changed()
+                self.cluster.add_partitions(topic.name, topic.count)
             results.append(R(name=topic.name, error_code=code, error_message=message))
         return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
@@ -473,7 +351,23 @@ class ControlPlane:
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=_C.NONE, endpoint_type=1, cluster_id=self.config.cluster_id,
             controller_id=self.config.node_id,
-            brokers=[B(broker_id=self.config.node_id, host=self.core.host, port=self.core.port, rack=None,
+            brokers=[B(broker_id=self.config.node_id, host=self.endpoint.host, port=self.endpoint.port, rack=None,
                        is_fenced=False)],
             cluster_authorized_operations=_CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
             else _OMITTED)
+
+    #: The control plane's share of the served table: api key → (versions, handler).
+    API_TABLE: ApiTable = {
+        3: ((0, 13), metadata),
+        10: ((0, 6), find_coordinator),   # GroupCoordinator before v1
+        18: ((0, 4), api_versions),
+        19: ((0, 7), create_topics),
+        20: ((0, 6), delete_topics),
+        32: ((0, 4), describe_configs),
+        37: ((0, 3), create_partitions),
+        60: ((0, 2), describe_cluster),
+    }
+
+
+#: The versions this module answers, by api key.
+CONTROL_PLANE_VERSIONS: VersionTable = versions_of(ControlPlane.API_TABLE)

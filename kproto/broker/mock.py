@@ -12,7 +12,7 @@ From asyncio code it is an async context manager running on the caller's loop::
         ...
 
 Either way the broker answers current clients at their defaults and 0.8/0.9-pinned ones alike,
-advertising in ApiVersions exactly the versions it serves (see :mod:`kproto.broker.handlers`), can be
+advertising in ApiVersions exactly the versions it serves (see :mod:`kproto.broker.core`), can be
 told to misbehave (:meth:`MockBroker.inject`), and can record every byte to a pcap (``record_pcap``),
 written packet by packet as the traffic happens.  The inspection helpers (:meth:`MockBroker.messages`,
 :meth:`MockBroker.committed`, ...) run on the broker's loop, so they are safe from any thread.
@@ -42,14 +42,14 @@ from typing import (
 
 from kproto.broker.config import DEFAULT_BROKER_MAX_FRAME_SIZE, BrokerConfig
 from kproto.broker.faults import Fault, FaultPlan
-from kproto.broker.handlers import BrokerCore
+from kproto.broker.core import BrokerCore
 from kproto.broker.recording import TrafficRecorder
 from kproto.broker.server import BrokerServer
 from kproto.connection.correlation import check_quirks
 from kproto.group.coordinator import CoordinatorConfig, GroupSnapshot
 
-if TYPE_CHECKING:  # the pure twin states the contract both record backends' Message classes follow
-    from kproto.records._pure import Message, Record
+if TYPE_CHECKING:  # the pure twin states the contract both record backends' record classes follow
+    from kproto.records._pure import LegacyRecord, Record
 
 __all__ = ["MockBroker", "StoredRecord", "parse_topic_spec"]
 
@@ -240,6 +240,13 @@ class MockBroker:
         thread.join(_START_TIMEOUT)
         if thread.is_alive():
             raise RuntimeError(f"the mock broker did not stop within {_START_TIMEOUT} s")
+
+    def restart(self) -> None:
+        """Stop and start again on the same address, keeping topics, records and groups: what clients see
+        of a broker restart (their connections close; the same ``bootstrap_servers`` reaches it again)."""
+        self._listen = (self.host, self.port)
+        self.stop()
+        self.start()
 
     # ---------------------------------------------------------------- control and inspection
 

@@ -8,6 +8,8 @@ id and epoch (InitProducerId), numbers its batches per partition from sequence 0
   offset, nothing stored twice;
 * a batch whose first sequence is not the last one + 1 -> OUT_OF_ORDER_SEQUENCE_NUMBER (a gap);
 * an epoch older than the producer's current one -> INVALID_PRODUCER_EPOCH (a fenced zombie);
+* a newer epoch of an idempotent (non-transactional) producer -> accepted from sequence 0: Kafka's own
+  producer bumps its epoch on its side after a failed batch, and Kafka's log takes the higher epoch;
 * a producer id this broker never issued (or has forgotten) -> UNKNOWN_PRODUCER_ID.
 
 A new epoch must start at sequence 0.  Sequences wrap from 2**31 - 1 to 0.
@@ -55,15 +57,29 @@ class ProducerIds:
         """The current epoch of ``producer_id``, or None if it was never issued (or is forgotten)."""
         return self._epochs.get(producer_id)
 
+    def may_bump(self, producer_id: int, epoch: int) -> bool:
+        """Whether a batch may move ``producer_id`` to the newer ``epoch`` on its own: yes for an idempotent
+        producer (its client bumps the epoch itself), no for a transactional one (its epochs come from
+        InitProducerId and EndTxn, and fence older instances)."""
+        current = self._epochs.get(producer_id)
+        return (current is not None and current < epoch <= _MAX_EPOCH + 1
+                and producer_id not in self._by_transactional_id.values())
+
+    def bumped(self, producer_id: int, epoch: int) -> None:
+        """A batch of ``producer_id`` at the newer ``epoch`` was appended: older epochs are fenced from now."""
+        if self._epochs.get(producer_id, epoch) < epoch:
+            self._epochs[producer_id] = epoch
+
     def init(self, transactional_id: Optional[str], transaction_timeout_ms: int, producer_id: int = -1,
              producer_epoch: int = -1, *, fenced_code: ErrorCode = ErrorCode.PRODUCER_FENCED
              ) -> Tuple[ErrorCode, int, int]:
         """Answer one InitProducerId: (error code, producer id, epoch).
 
-        Without a transactional id a fresh id is issued at epoch 0, unless the request names an id and
-        its current epoch (v3+, a producer recovering from a fatal sequence error): then that id gets
-        its epoch bumped.  A transactional id keeps its producer id across calls and each call bumps
-        the epoch (fencing older instances).  A named id/epoch that is not current is ``fenced_code``.
+        Without a transactional id a fresh id is issued at epoch 0, whatever id/epoch the request names:
+        Apache Kafka's transaction coordinator does the same, so an idempotent producer recovering from a
+        failed batch (v3+ names its current pair) simply starts over under a new id.  A transactional id
+        keeps its producer id across calls and each call bumps the epoch (fencing older instances); a
+        named id/epoch that is not its current one is ``fenced_code``.
         """
         if transactional_id is not None:
             if not 0 < transaction_timeout_ms <= _MAX_TRANSACTION_TIMEOUT_MS:
@@ -76,10 +92,6 @@ class ProducerIds:
             if known is None:
                 return self._issue(transactional_id)
             return self._bump(known, transactional_id)
-        if producer_id >= 0 or producer_epoch >= 0:
-            if self._epochs.get(producer_id) != producer_epoch:
-                return fenced_code, -1, -1
-            return self._bump(producer_id, None)
         return self._issue(None)
 
     def _issue(self, transactional_id: Optional[str]) -> Tuple[ErrorCode, int, int]:
@@ -126,7 +138,7 @@ class PartitionProducers:
         if issued_epoch is None:
             self._entries.pop(header.producer_id, None)
             return ErrorCode.UNKNOWN_PRODUCER_ID
-        if header.producer_epoch != issued_epoch:
+        if header.producer_epoch != issued_epoch and not ids.may_bump(header.producer_id, header.producer_epoch):
             return ErrorCode.INVALID_PRODUCER_EPOCH
         entry = self._entries.get(header.producer_id)
         if entry is None or entry.epoch != header.producer_epoch:
@@ -143,6 +155,7 @@ class PartitionProducers:
         """Remember a batch that :meth:`check` admitted and the log appended at ``base_offset``."""
         if header.producer_id < 0:
             return
+        ids.bumped(header.producer_id, header.producer_epoch)
         entry = self._entries.get(header.producer_id)
         if entry is None or entry.epoch != header.producer_epoch:
             entry = self._entries[header.producer_id] = _ProducerEntry(header.producer_epoch)

@@ -7,8 +7,8 @@ A recording is for the traffic a user could not otherwise see, often a long test
 until the broker stops, 300 MB of traffic cost 700 MB of RAM, and a path that turned out unwritable
 at exit lost all of it.  So :class:`TrafficRecorder` opens its file when it is created (an unwritable
 path fails the broker's start, not its end) and writes every chunk read from or written to a client
-the moment it happens: each connection has a :class:`~kproto.capture.writer.TcpSegmenter` that gives
-it a handshake, sequence numbers and a closing FIN, and :func:`~kproto.capture.writer.build_frame`
+the moment it happens: each connection has a :class:`~kproto.pcap.writer.TcpSegmenter` that gives
+it a handshake, sequence numbers and a closing FIN, and :func:`~kproto.pcap.writer.build_frame`
 turns the segments into Ethernet/IPv4/TCP packets that kproto's reader and tshark accept.
 
 The file is opened without following a symbolic link at its path (``O_NOFOLLOW``): a recording path in
@@ -25,8 +25,8 @@ import threading
 import time
 from typing import BinaryIO, Optional, Tuple, Union
 
-from kproto.capture.packets import LINKTYPE_ETHERNET
-from kproto.capture.writer import PcapWriter, PlannedSegment, TcpSegmenter, build_frame
+from kproto.pcap.numbers import LINKTYPE_ETHERNET
+from kproto.pcap.writer import PcapWriter, PlannedSegment, TcpSegmenter, build_frame
 
 __all__ = ["ConnectionRecording", "TrafficRecorder", "open_recording"]
 

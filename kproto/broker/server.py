@@ -38,9 +38,9 @@ from typing import Any, Dict, Iterable, Optional, Set, SupportsIndex, Tuple
 
 from kproto.apis import APIS
 from kproto.broker.config import BrokerConfig
-from kproto.broker.control import api_versions_fallback
+from kproto.broker.served_versions import api_versions_fallback
 from kproto.broker.faults import FaultPlan, error_response
-from kproto.broker.handlers import BrokerCore
+from kproto.broker.core import BrokerCore
 from kproto.broker.memory_budget import ByteBudget
 from kproto.broker.recording import ConnectionRecording, TrafficRecorder
 from kproto.broker.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslSession, SaslStage

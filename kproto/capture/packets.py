@@ -30,6 +30,21 @@ from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 from kproto.capture.diagnostics import CaptureDiagnostic, DiagnosticKind
 from kproto.capture.files import PacketRecord
+from kproto.pcap.numbers import (
+    LINKTYPE_ETHERNET,
+    LINKTYPE_IPV4,
+    LINKTYPE_IPV6,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_LOOP,
+    LINKTYPE_NULL,
+    LINKTYPE_RAW,
+    TCP_ACK,
+    TCP_FIN,
+    TCP_PSH,
+    TCP_RST,
+    TCP_SYN,
+)
 
 __all__ = [
     "TcpSegment",
@@ -50,20 +65,6 @@ __all__ = [
     "decode_tcp_segment",
 ]
 
-TCP_FIN = 0x01
-TCP_SYN = 0x02
-TCP_RST = 0x04
-TCP_PSH = 0x08
-TCP_ACK = 0x10
-
-LINKTYPE_NULL = 0
-LINKTYPE_ETHERNET = 1
-LINKTYPE_RAW = 101
-LINKTYPE_LOOP = 108
-LINKTYPE_LINUX_SLL = 113
-LINKTYPE_IPV4 = 228
-LINKTYPE_IPV6 = 229
-LINKTYPE_LINUX_SLL2 = 276
 # DLT_RAW was 12 on most systems and 14 on OpenBSD; old files carry those numbers as link types.
 _LINKTYPE_RAW_ALIASES = (12, 14)
 
@@ -183,7 +184,7 @@ def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnos
         if n < 14:
             return _malformed(record, f"Ethernet header needs 14 bytes, {n} captured")
         found = _ip_after_ethertype(record, data, (data[12] << 8) | data[13], 14)
-        if type(found) is not tuple:
+        if not isinstance(found, tuple):
             return found
         version, off = found
     elif link == LINKTYPE_LINUX_SLL or link == LINKTYPE_LINUX_SLL2:
@@ -198,7 +199,7 @@ def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnos
             ethertype = _u16(data, 0)[0]
             off = 20
         found = _ip_after_ethertype(record, data, ethertype, off)
-        if type(found) is not tuple:
+        if not isinstance(found, tuple):
             return found
         version, off = found
     elif link == LINKTYPE_RAW or link in _LINKTYPE_RAW_ALIASES or link == LINKTYPE_IPV4 or link == LINKTYPE_IPV6:

@@ -1,6 +1,6 @@
 """The fields of one captured exchange that ``kproto pcap --filter`` expressions read.
 
-Topics, partitions, groups and error codes come from :mod:`kproto.capture.message_facts` (the walk the
+Topics, partitions, groups and error codes come from :mod:`kproto.message_facts` (the walk the
 Spark tables use too); this module adds the exchange's own fields and the filter's field names.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Set
 
 from kproto.capture.conversation import Exchange
-from kproto.capture.message_facts import message_facts
+from kproto.message_facts import message_facts
 
 __all__ = ["FilterFields", "FIELD_NAMES", "all_error_codes"]
 

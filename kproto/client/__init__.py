@@ -13,7 +13,13 @@ Example::
 """
 
 from kproto.client.cluster import ClusterView
-from kproto.client.connection import CLIENT_VERSIONS, BrokerConnectionError, Connection
+from kproto.client.connection import (
+    CLIENT_VERSIONS,
+    BrokerConnectionError,
+    ClientTimeoutError,
+    Connection,
+    RequestTimeoutError,
+)
 from kproto.client.consumer import Consumer, ConsumerRecord, RebalanceListener
 from kproto.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from kproto.client.producer import Producer, ProducerClosedError, RecordMetadata
@@ -21,6 +27,7 @@ from kproto.client.producer import Producer, ProducerClosedError, RecordMetadata
 __all__ = [
     "CLIENT_VERSIONS",
     "BrokerConnectionError",
+    "ClientTimeoutError",
     "ClusterView",
     "Connection",
     "Consumer",
@@ -30,6 +37,7 @@ __all__ = [
     "ProducerClosedError",
     "RebalanceListener",
     "RecordMetadata",
+    "RequestTimeoutError",
     "murmur2",
     "partition_for_key",
 ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from kproto import ErrorCode
-from kproto.client.connection import BrokerVersions, BrokerConnectionError, Connection
+from kproto.client.connection import DEFAULT_REQUEST_TIMEOUT_MS, BrokerVersions, BrokerConnectionError, Connection
 from kproto.messages import MetadataRequest, MetadataResponse
 
 __all__ = ["BrokerNode", "ClusterView", "parse_bootstrap"]
@@ -50,8 +50,12 @@ class ClusterView:
 
     def __init__(self, bootstrap_servers: "str | Sequence[str]", *, client_id: str = "kproto",
                  broker_release: Optional[BrokerVersions] = None, max_in_flight: int = 5,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+                 connect_timeout_ms: int = 10000) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        #: every connection's request bound, and the TCP handshake's (see :class:`Connection`)
+        self.request_timeout = request_timeout_ms / 1000.0
+        self.connect_timeout = connect_timeout_ms / 1000.0
         self.client_id = client_id
         self.broker_release = broker_release
         self.max_in_flight = max_in_flight
@@ -110,10 +114,14 @@ class ClusterView:
             try:
                 return await Connection.open(host, port, client_id=self.client_id,
                                              broker_release=self.broker_release,
-                                             max_in_flight=self.max_in_flight if purpose == "data" else 5)
+                                             max_in_flight=self.max_in_flight if purpose == "data" else 5,
+                                             connect_timeout=self.connect_timeout,
+                                             request_timeout=self.request_timeout)
             except BrokerConnectionError as exc:
                 last = exc
-        raise BrokerConnectionError(f"no broker reachable for node {node_id}: {last}")
+        # the last failure's class (RequestTimeoutError for a silent broker) says what happened
+        kind = type(last) if isinstance(last, BrokerConnectionError) else BrokerConnectionError
+        raise kind(f"no broker reachable for node {node_id}: {last}") from last
 
     def forget_connection(self, conn: Connection) -> None:
         """Drop a failed connection so the next use opens a new one."""

@@ -14,6 +14,13 @@ correctly, and :meth:`Connection.version` answers per API.
 
 ``await conn.request(msg)`` returns the decoded response message; a Produce with ``acks=0`` has none and
 must go through :meth:`Connection.send_one_way`, which returns once the frame is written.
+
+Bounds: opening waits at most ``connect_timeout`` for the TCP handshake, then ``request_timeout`` for the
+ApiVersions answer.  Every request waits at most ``request_timeout`` (or the ``timeout`` given to that
+call) for its answer; when that passes the connection is closed -- the broker answers in order, so a
+missing answer leaves every later one in doubt -- and this request and every other one waiting on the
+connection fail with :class:`RequestTimeoutError`.  That is how a frozen broker (a stopped process whose
+kernel still accepts connections) or a listener that never answers is noticed.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from kproto.message_base import Message
 from kproto.messages import ApiVersionsRequest
 from kproto.versions import VersionRanges, negotiate
 
-__all__ = ["CLIENT_VERSIONS", "BrokerConnectionError", "BrokerVersions", "Connection"]
+__all__ = ["CLIENT_VERSIONS", "BrokerConnectionError", "BrokerVersions", "ClientTimeoutError", "Connection",
+           "RequestTimeoutError"]
 
 #: How a broker that cannot answer ApiVersions is described: its release line (``"0.9.0"``), or its version
 #: ranges per api key.
@@ -57,8 +65,25 @@ CLIENT_VERSIONS: Mapping[int, Tuple[int, int]] = {
 _READ_SIZE = 256 * 1024
 
 
+#: Kafka's ``request.timeout.ms`` default, the bound of every request of the client layer.
+DEFAULT_REQUEST_TIMEOUT_MS = 30000
+
+
 class BrokerConnectionError(KprotoError, ConnectionError):
     """The connection to a broker failed or closed; requests still waiting on it get this error."""
+
+
+class ClientTimeoutError(KprotoError):
+    """A client call's documented bound passed before it could finish (the message names the bound).
+
+    Not a :class:`TimeoutError` on purpose: ``asyncio.TimeoutError`` is that class from Python 3.11, so a
+    caller's own ``asyncio.wait_for`` around a send future could not tell its own timeout from this one."""
+
+
+class RequestTimeoutError(BrokerConnectionError, ClientTimeoutError):
+    """No answer within the request timeout: the connection was closed, and every request waiting on it
+    failed with this error (a :class:`BrokerConnectionError`, so callers that retry lost connections retry
+    these too)."""
 
 
 class Connection:
@@ -69,7 +94,11 @@ class Connection:
     """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, client_id: str,
-                 max_in_flight: int, max_frame_size: int) -> None:
+                 max_in_flight: int, max_frame_size: int, address: str = "",
+                 request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT_MS / 1000.0) -> None:
+        self.address = address
+        #: seconds a request waits for its answer (None: no bound)
+        self.request_timeout = request_timeout
         self._reader = reader
         self._writer = writer
         self._conn = ClientConnection(client_id=client_id, max_in_flight=None, max_frame_size=max_frame_size)
@@ -93,19 +122,30 @@ class Connection:
         max_in_flight: int = 5,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         connect_timeout: float = 10.0,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT_MS / 1000.0,
     ) -> "Connection":
-        """Connect and settle the version of every API (see the module docstring)."""
+        """Connect and settle the version of every API (see the module docstring).
+
+        Fails with :class:`BrokerConnectionError` when the TCP handshake does not finish within
+        ``connect_timeout`` seconds or is refused, and with :class:`RequestTimeoutError` when ApiVersions
+        is not answered within ``request_timeout`` seconds."""
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), connect_timeout)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except asyncio.TimeoutError as exc:
+            raise BrokerConnectionError(f"cannot connect to {host}:{port}: no TCP handshake within "
+                                        f"{connect_timeout:g} s") from exc
+        except OSError as exc:
             raise BrokerConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
-        conn = cls(reader, writer, client_id=client_id, max_in_flight=max_in_flight, max_frame_size=max_frame_size)
+        conn = cls(reader, writer, client_id=client_id, max_in_flight=max_in_flight, max_frame_size=max_frame_size,
+                   address=f"{host}:{port}", request_timeout=request_timeout)
         try:
             if broker_release is not None:
                 conn.versions = negotiate(broker_release, CLIENT_VERSIONS)
             else:
                 try:
                     answer = await conn.request(ApiVersionsRequest(), version=0)
+                except RequestTimeoutError:
+                    raise
                 except BrokerConnectionError as exc:
                     raise BrokerConnectionError(
                         f"{host}:{port} closed the connection on ApiVersions: a broker older than 0.10.0 must be "
@@ -138,8 +178,12 @@ class Connection:
     def closed(self) -> bool:
         return self._error is not None
 
-    async def request(self, message: Message, version: Optional[int] = None) -> Message:
-        """Send ``message`` (in ``version``, default the negotiated one) and return the decoded response."""
+    async def request(self, message: Message, version: Optional[int] = None, *,
+                      timeout: Optional[float] = None) -> Message:
+        """Send ``message`` (in ``version``, default the negotiated one) and return the decoded response.
+
+        Waits at most ``timeout`` seconds (default :attr:`request_timeout`) from the moment the request is
+        written; then the connection is closed and :class:`RequestTimeoutError` raised (module docstring)."""
         api_key = message.API_KEY
         assert api_key is not None
         if version is None:
@@ -156,12 +200,29 @@ class Connection:
         except BaseException:
             self._room.release()
             raise
+        bound = self.request_timeout if timeout is None else timeout
         try:
-            if self._writer.transport.get_write_buffer_size() > _READ_SIZE:
-                await self._drain()
-            return await future
+            if bound is None:
+                if self._writer.transport.get_write_buffer_size() > _READ_SIZE:
+                    await self._drain()
+                return await future
+            try:
+                return await asyncio.wait_for(self._answer(future), bound)
+            except asyncio.TimeoutError:
+                name = APIS[api_key].name if api_key in APIS else str(api_key)
+                self._fail(RequestTimeoutError(
+                    f"{self.address or 'the broker'} did not answer {name} v{version} within {bound * 1000:.0f} ms "
+                    "(request timeout): connection closed"))
+                self._check_open()
+                raise  # not reached: _check_open raised
         finally:
             self._room.release()
+
+    async def _answer(self, future: "asyncio.Future[Message]") -> Message:
+        # the write drain counts against the request timeout too: a frozen broker stops reading
+        if self._writer.transport.get_write_buffer_size() > _READ_SIZE:
+            await self._drain()
+        return await asyncio.shield(future)
 
     async def send_one_way(self, message: Message, version: Optional[int] = None) -> None:
         """Write a request that gets no response (a Produce with ``acks=0``); returns once it is written."""
@@ -172,7 +233,16 @@ class Connection:
         if sent.expects_response:
             raise ProtocolError(f"{type(message).__name__} expects a response: use request()")
         self._writer.write(sent.frame)
-        await self._drain()
+        if self.request_timeout is None:
+            await self._drain()
+            return
+        try:
+            await asyncio.wait_for(self._drain(), self.request_timeout)
+        except asyncio.TimeoutError:
+            self._fail(RequestTimeoutError(
+                f"{self.address or 'the broker'} took no bytes for {self.request_timeout * 1000:.0f} ms "
+                "(request timeout): connection closed"))
+            self._check_open()
 
     async def _drain(self) -> None:
         try:
@@ -197,15 +267,19 @@ class Connection:
                         if future is not None and not future.done():
                             future.set_result(event.message)
                     elif isinstance(event, ConnectionClosed):
-                        self._fail(BrokerConnectionError("the broker closed the connection"))
+                        self._fail(BrokerConnectionError(f"{self.address or 'the broker'} closed the connection"))
                         return
         except asyncio.CancelledError:
             self._fail(BrokerConnectionError("the connection was closed"))
             raise
         except (OSError, ConnectionError) as exc:
-            self._fail(BrokerConnectionError(f"connection lost: {exc}"))
-        except KprotoError as exc:  # the broker broke the protocol: nothing more can be trusted
-            self._fail(exc)
+            self._fail(BrokerConnectionError(f"connection to {self.address or 'the broker'} lost: {exc}"))
+        except KprotoError as exc:
+            # the broker broke the protocol (an oversized frame, a correlation id never sent): nothing more
+            # on this connection can be trusted, so it is lost like a dropped one, and callers retry alike
+            error = BrokerConnectionError(f"{self.address or 'the broker'} broke the protocol: {exc}")
+            error.__cause__ = exc
+            self._fail(error)
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None:
@@ -214,6 +288,7 @@ class Connection:
         for future in waiting.values():
             if not future.done():
                 future.set_exception(self._error)
+                future.exception()  # retrieved: a request that gave up waiting (timeout) logs no warning
         self._writer.close()
 
     async def close(self) -> None:
@@ -225,7 +300,10 @@ class Connection:
         except (asyncio.CancelledError, Exception):
             pass
         try:
-            await self._writer.wait_closed()
+            # a frozen peer never takes the bytes still buffered, and the socket would wait for it forever
+            await asyncio.wait_for(self._writer.wait_closed(), self.request_timeout)
+        except asyncio.TimeoutError:
+            self._writer.transport.abort()
         except (OSError, ConnectionError):
             pass
 

@@ -39,6 +39,17 @@ validate it, the next Fetch goes out at once, and building records overlaps the 
 
 Versions are negotiated per broker (:class:`~kproto.client.connection.Connection`); the group requests
 go in the versions the member names.
+
+Bounds: every request waits at most ``request_timeout_ms`` (Kafka's ``request.timeout.ms``, 30 s) for its
+answer -- a JoinGroup ``max_poll_interval_ms`` + 5 s, since the coordinator holds it for the whole
+rebalance, as Kafka's consumer does, and a Fetch ``fetch_max_wait_ms`` more, which the broker may hold
+it for -- and a TCP handshake ``connect_timeout_ms``.  So :meth:`Consumer.start`
+fails within ``connect_timeout_ms + request_timeout_ms`` per bootstrap address tried,
+:meth:`Consumer.commit` fails within ``request_timeout_ms`` (at once when the connection is refused or
+lost), and :meth:`Consumer.poll` returns within ``timeout_ms`` whatever the broker does.
+
+:meth:`Consumer.seek` wins over the position the consumer would look up itself: a seek made while the
+committed offset or the ``auto_offset_reset`` offset of that partition is being fetched is kept.
 """
 
 from __future__ import annotations
@@ -70,7 +81,12 @@ from typing import (
 from kproto import ErrorCode
 from kproto._generated.error_codes import error_class
 from kproto.client.cluster import BrokerNode, ClusterView
-from kproto.client.connection import BrokerVersions, BrokerConnectionError
+from kproto.client.connection import (
+    DEFAULT_REQUEST_TIMEOUT_MS,
+    BrokerConnectionError,
+    BrokerVersions,
+    ClientTimeoutError,
+)
 from kproto.errors import DecodeError, KprotoError
 from kproto.group.member import (
     GroupFailed,
@@ -86,6 +102,7 @@ from kproto.group.member import (
 from kproto.message_base import Message
 from kproto.messages import (
     FetchRequest,
+    JoinGroupRequest,
     FetchResponse,
     HeartbeatResponse,
     ListOffsetsRequest,
@@ -103,6 +120,8 @@ _C = ErrorCode
 _FETCH, _LIST_OFFSETS, _OFFSET_FETCH = 1, 2, 9
 _PARKED_CODES = {_C.REBALANCE_IN_PROGRESS, _C.ILLEGAL_GENERATION, _C.UNKNOWN_MEMBER_ID}
 _RESETS = {"earliest": -2, "latest": -1}
+#: a JoinGroup may be held for the whole rebalance: it waits this much longer than the rebalance timeout
+_JOIN_SLACK_MS = 5000
 #: a partition is fetched again while fewer records than this are buffered (fetching overlaps polling)
 _PREFETCH_BELOW = 10000
 
@@ -251,7 +270,8 @@ class Consumer:
 
     With ``group_id`` and ``topics`` it joins the group (``assignors``: names from
     :data:`kproto.group.ASSIGNORS`, most preferred first); without ``group_id`` call :meth:`assign`.
-    ``broker_release`` names a broker without ApiVersions (``"0.9.0"``).
+    ``broker_release`` names a broker without ApiVersions (``"0.9.0"``).  ``request_timeout_ms`` and
+    ``connect_timeout_ms`` bound every request and TCP handshake (module docstring).
     """
 
     def __init__(
@@ -274,11 +294,15 @@ class Consumer:
         max_partition_fetch_bytes: int = 1 << 20,
         retry_backoff_ms: int = 100,
         listener: Optional[RebalanceListener] = None,
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        connect_timeout_ms: int = 10000,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise ValueError("auto_offset_reset must be 'earliest' or 'latest'")
         self.cluster = ClusterView(bootstrap_servers, client_id=client_id, broker_release=broker_release,
-                                   max_in_flight=5, retry_backoff_ms=retry_backoff_ms)
+                                   max_in_flight=5, retry_backoff_ms=retry_backoff_ms,
+                                   request_timeout_ms=request_timeout_ms, connect_timeout_ms=connect_timeout_ms)
+        self.request_timeout = request_timeout_ms / 1000.0
         self.group_id = group_id
         self.topics = tuple(topics)
         self.listener = listener
@@ -299,6 +323,8 @@ class Consumer:
         self._polling = 0
         self._assigned: List[TopicPartition] = []
         self._positions: Dict[TopicPartition, int] = {}
+        #: seeks per partition so far: a position looked up while a seek happened is not applied
+        self._seeks: Dict[TopicPartition, int] = {}
         self._paused: Set[TopicPartition] = set()
         self._buffers: Dict[TopicPartition, _Buffer] = {}
         self._fetching: Set[int] = set()
@@ -310,12 +336,23 @@ class Consumer:
         self._ready = asyncio.Event()   # assignment settled and positions known
         self._failure: Optional[BaseException] = None
         self._tasks: List["asyncio.Task[None]"] = []
+        # The event loop keeps only weak references to tasks: one started and not awaited (a settle of
+        # positions, a group request, a fetch) can be garbage-collected mid-await, silently, leaving
+        # a member that never gets positions.  They are held here until they finish.
+        self._spawned: Set["asyncio.Future[None]"] = set()
         self._closed = False
 
     # ---------------------------------------------------------------- life cycle
 
     async def start(self) -> None:
-        """Connect, join the group (if any) and start fetching."""
+        """Connect, join the group (if any) and start fetching (bounds: module docstring)."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.cluster.close()
+            raise
+
+    async def _start(self) -> None:
         await self.cluster.refresh(self.topics)
         if self.member is not None:
             # The member picks each group request's version from what the client negotiated (ApiVersions,
@@ -354,7 +391,7 @@ class Consumer:
             raise KprotoError("assign() is for consumers without group_id")
         self._assigned = list(partitions)
         self._ready.clear()
-        asyncio.ensure_future(self._settle_positions(self._assigned, committed=False))
+        self._spawn(self._settle_positions(self._assigned, committed=False))
 
     def assignment(self) -> List[TopicPartition]:
         return list(self._assigned)
@@ -366,6 +403,7 @@ class Consumer:
     def seek(self, tp: TopicPartition, offset: int) -> None:
         """Continue ``tp`` from ``offset``; buffered records of it are dropped."""
         self._positions[tp] = offset
+        self._seeks[tp] = self._seeks.get(tp, 0) + 1
         self._buffers.pop(tp, None)
         if self.member is not None:
             self.member.set_position(tp[0], tp[1], offset)
@@ -428,7 +466,12 @@ class Consumer:
                 yield record
 
     async def commit(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> None:
-        """Commit ``offsets`` (default: the current positions) and wait for the coordinator's answer."""
+        """Commit ``offsets`` (default: the current positions) and wait for the coordinator's answer.
+
+        Fails with :class:`~kproto.client.connection.BrokerConnectionError` when the coordinator's
+        connection is refused or lost, with :class:`~kproto.client.connection.ClientTimeoutError` (a
+        ``RequestTimeoutError`` from the connection, or this call's own bound) when no answer comes within
+        ``request_timeout_ms``, and with the broker's error class for an error code."""
         if self.member is None:
             raise KprotoError("commit() needs a group_id")
         actions = self.member.commit(_now_ms(), offsets)
@@ -436,7 +479,17 @@ class Consumer:
         future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
         self._commit_waiters[send.request_id] = future
         await self._handle(actions)
-        response = await future
+        # the request itself is bounded by request_timeout_ms; this bound also covers opening the connection
+        bound = self.request_timeout + self.cluster.connect_timeout
+        try:
+            done, _ = await asyncio.wait({future}, timeout=bound)
+        finally:
+            self._commit_waiters.pop(send.request_id, None)
+        if not done:
+            future.cancel()
+            raise ClientTimeoutError(f"commit of group {self.group_id}: no answer within {bound * 1000:.0f} ms "
+                                     "(request_timeout_ms + connect_timeout_ms)")
+        response = future.result()
         for topic in response.topics:
             for p in topic.partitions:
                 if p.error_code:
@@ -542,7 +595,7 @@ class Consumer:
         assert self.member is not None
         for action in actions:
             if isinstance(action, SendRequest):
-                asyncio.ensure_future(self._carry(action))
+                self._spawn(self._carry(action))
             elif isinstance(action, PartitionsRevoked):
                 self._ready.clear()
                 await self._call_listener("on_partitions_revoked", list(action.partitions))
@@ -552,9 +605,9 @@ class Consumer:
                 self._assigned = []
             elif isinstance(action, PartitionsAssigned):
                 self._assigned = list(action.partitions)
-                asyncio.ensure_future(self._settle_positions(self._assigned, committed=True))
+                self._spawn(self._settle_positions(self._assigned, committed=True))
             elif isinstance(action, MetadataNeeded):
-                asyncio.ensure_future(self._metadata_for_member(action.topics))
+                self._spawn(self._metadata_for_member(action.topics))
             elif isinstance(action, OffsetsCommitted):
                 waiter = self._commit_waiters.pop(action.request_id, None)
                 if waiter is not None and not waiter.done():
@@ -575,8 +628,14 @@ class Consumer:
                 self.cluster.brokers.setdefault(destination.node_id, BrokerNode(destination.node_id, destination.host,
                                                                                  destination.port))
                 conn = await self.cluster.connection(destination.node_id, "group")
-            response = await conn.request(action.request, action.api_version)
-        except (BrokerConnectionError, OSError):
+            timeout = None
+            if isinstance(action.request, JoinGroupRequest):
+                timeout = max(self.request_timeout, (self.max_poll_interval_ms + _JOIN_SLACK_MS) / 1000.0)
+            response = await conn.request(action.request, action.api_version, timeout=timeout)
+        except (BrokerConnectionError, OSError) as exc:
+            waiter = self._commit_waiters.pop(action.request_id, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(exc if isinstance(exc, KprotoError) else BrokerConnectionError(str(exc)))
             if wait or self._closed:
                 return
             self.cluster.forget_closed()
@@ -606,19 +665,31 @@ class Consumer:
         if inspect.isawaitable(result):
             await result
 
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+
     # ---------------------------------------------------------------- positions
 
     async def _settle_positions(self, partitions: List[TopicPartition], committed: bool) -> None:
         """Positions of newly assigned partitions: committed offsets, else ``auto_offset_reset``."""
         generation = self.member.generation_id if self.member is not None else None
+        seeks = dict(self._seeks)
+
+        def sought(tp: TopicPartition) -> bool:  # seek() ran while this lookup was out: the seek wins
+            return self._seeks.get(tp, 0) != seeks.get(tp, 0)
+
         try:
             found = await self.committed(partitions) if committed else {}
             missing = [tp for tp in partitions if found.get(tp, -1) < 0 and tp not in self._positions]
             for tp, offset in found.items():
-                if offset >= 0:
+                if offset >= 0 and not sought(tp):
                     self._positions[tp] = offset
             if missing:
-                self._positions.update(await self._reset_offsets(missing))
+                for tp, offset in (await self._reset_offsets(missing)).items():
+                    if not sought(tp):
+                        self._positions[tp] = offset
         except (KprotoError, OSError) as exc:
             self._failure = exc  # surfaced by the next poll()
             self._ready.set()
@@ -682,7 +753,7 @@ class Consumer:
                 for node, tps in groups.items():
                     if node not in self._fetching:
                         self._fetching.add(node)
-                        asyncio.ensure_future(self._fetch(node, tps))
+                        self._spawn(self._fetch(node, tps))
             await self._fetch_wake.wait()
 
     async def _fetch(self, node: int, partitions: List[TopicPartition]) -> None:
@@ -701,7 +772,9 @@ class Consumer:
                                    topics=[Topic(topic=t, partitions=ps) for t, ps in by_topic.items()])
             if version >= 3:
                 request.max_bytes = 50 << 20
-            response = await conn.request(request, version)
+            # the broker may hold a Fetch for max_wait_ms before it answers: that is not silence
+            bound = self.request_timeout + self.fetch_max_wait_ms / 1000.0
+            response = await conn.request(request, version, timeout=bound)
             assert isinstance(response, FetchResponse)
             got = self._store(response, asked)
         except (BrokerConnectionError, OSError):
@@ -731,7 +804,7 @@ class Consumer:
                     continue  # sought, revoked or reassigned while the fetch was out
                 if p.error_code == _C.OFFSET_OUT_OF_RANGE:
                     self._positions.pop(tp, None)
-                    asyncio.ensure_future(self._settle_positions([tp], committed=False))
+                    self._spawn(self._settle_positions([tp], committed=False))
                     continue
                 if p.error_code:
                     self.cluster.forget_leader(*tp)

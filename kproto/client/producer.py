@@ -27,8 +27,18 @@ Answers resolve each record's future with its offset.  A retriable error (NOT_LE
 LEADER_NOT_AVAILABLE, a lost connection, ...) forgets the partition's leader, asks for metadata, and puts
 the batch back at the head of its partition queue, in creation order with other returned batches; it is
 resent after ``retry_backoff_ms`` up to ``retries`` times, then its records fail.  A request unanswered
-for ``request_timeout_ms`` (plus a second) closes its connection and counts as REQUEST_TIMED_OUT for every
-batch in flight on it: they are retried, so such a batch may be written twice unless idempotence is on.
+for ``request_timeout_ms`` closes its connection and counts as REQUEST_TIMED_OUT for every batch in flight
+on it: they are retried, so such a batch may be written twice unless idempotence is on.
+
+**Bounds** (Kafka's names and defaults): every record's future is settled within ``delivery_timeout_ms``
+(120 s) of its batch's creation -- acknowledged, or failed with the last error, or with
+:class:`~kproto.client.connection.ClientTimeoutError` once that time has passed, whatever the broker does
+(gone, frozen, silent); a batch in flight at its deadline fails then, its answer is ignored.  A record
+whose topic has no metadata fails after ``max_block_ms`` (60 s), and ``send`` waits at most that long for
+buffer room; a held record whose topic becomes known joins a batch then, so any record is settled within
+``max_block_ms + delivery_timeout_ms`` of ``send``.  Every request waits at most ``request_timeout_ms``
+(30 s).  So :meth:`Producer.flush` and :meth:`Producer.close` return within that too, sooner with their
+``timeout``.
 
 **Order** within a partition: batches leave in creation order, and while the head batch is a retry the
 partition sends nothing else and waits for all of its requests in flight to come back first, then sends
@@ -37,6 +47,16 @@ after it too (a leader change does), so everything comes back and is resent in o
 (``idempotence=True``, or ``None`` and a broker that serves InitProducerId with ``acks="all"``) every
 batch carries the producer id and a per-partition sequence that survives retries, so the broker itself
 refuses to append out of order (OUT_OF_ORDER_SEQUENCE is then retried as well).
+
+**Recovery of the idempotent producer**: once a batch that was given sequence numbers fails for good
+(retries spent, ``delivery_timeout_ms`` passed) the broker's idea of the next sequence and the producer's
+differ, and every later batch would be refused as out of order.  So the send loop then stops sending,
+waits for the requests in flight, asks InitProducerId again -- from v3 naming the current producer id and
+epoch (KIP-360); Apache Kafka hands an idempotent producer a fresh id at epoch 0 either way -- and numbers
+the batches still queued from 0 under the new id/epoch.  (Kafka's own producer bumps its epoch on its
+side instead, which Kafka's log accepts from sequence 0; asking works with every broker that serves
+idempotence.)  UNKNOWN_PRODUCER_ID (a broker that lost the id, e.g. restarted) and INVALID_PRODUCER_EPOCH
+answers do the same and retry the batch.
 
 **Versions**: the Produce version is the one negotiated with each broker
 (:class:`~kproto.client.connection.Connection`); v0/v1 carry magic 0 message sets, v2 magic 1, v3 and
@@ -53,7 +73,14 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Tu
 from kproto import ErrorCode
 from kproto._generated.error_codes import error_class
 from kproto.client.cluster import ClusterView
-from kproto.client.connection import BrokerVersions, BrokerConnectionError, Connection
+from kproto.client.connection import (
+    DEFAULT_REQUEST_TIMEOUT_MS,
+    BrokerConnectionError,
+    BrokerVersions,
+    ClientTimeoutError,
+    Connection,
+    RequestTimeoutError,
+)
 from kproto.client.partitioner import DefaultPartitioner
 from kproto.errors import KprotoError
 from kproto.messages import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
@@ -67,13 +94,16 @@ _ACKS = {0: 0, 1: 1, -1: -1, "all": -1}
 _CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 _RECORD_OVERHEAD = 22  # a bound on per-record framing, for the batch-size estimate
 _C = ErrorCode
+_INIT_RETRIABLE = frozenset({_C.GROUP_LOAD_IN_PROGRESS, _C.GROUP_COORDINATOR_NOT_AVAILABLE, _C.NOT_COORDINATOR_FOR_GROUP})
 _RETRIABLE_ALWAYS = {_C.OUT_OF_ORDER_SEQUENCE_NUMBER}
+#: answers that mean the broker does not know this producer id/epoch: a new one is taken, the batch retried
+_RESET_CODES = {_C.UNKNOWN_PRODUCER_ID, _C.INVALID_PRODUCER_EPOCH}
 Headers = Sequence[Tuple[str, Optional[bytes]]]
 Partitioner = Callable[[str, Optional[bytes], int], int]
 
 
 class ProducerClosedError(KprotoError):
-    """``send`` after ``close``."""
+    """``send`` after ``close``, or a record still unsent when ``close(timeout)`` ran out."""
 
 
 class RecordMetadata:
@@ -93,7 +123,7 @@ class RecordMetadata:
 
 class _Batch:
     __slots__ = ("topic", "partition", "records", "futures", "size", "opened", "seq", "attempts", "retry_at",
-                 "base_sequence", "encoded")
+                 "base_sequence", "encoded", "done", "last_error")
 
     def __init__(self, topic: str, partition: int, seq: int, now: float) -> None:
         self.topic = topic
@@ -107,6 +137,8 @@ class _Batch:
         self.retry_at = 0.0
         self.base_sequence = -1      # idempotence: fixed on the first send
         self.encoded: Optional[Tuple[int, bytes]] = None  # (produce version, bytes) reused by retries
+        self.done = False            # futures settled (an expired batch may still be in flight)
+        self.last_error: Optional[BaseException] = None  # why the last attempt failed, for the expiry message
 
 
 class Producer:
@@ -115,7 +147,9 @@ class Producer:
     ``broker_release`` names a broker without ApiVersions (``"0.9.0"``); ``acks`` is 0, 1 or ``"all"``;
     ``compression`` None, ``"gzip"``, ``"snappy"``, ``"lz4"`` or ``"zstd"``; ``linger_ms`` how long a
     batch waits to fill; ``batch_size`` its size in bytes; ``max_in_flight`` the Produce requests out per
-    broker; ``retries``/``retry_backoff_ms`` the retry budget.
+    broker; ``retries``/``retry_backoff_ms`` the retry budget.  The bounds (module docstring):
+    ``delivery_timeout_ms`` (at least ``linger_ms + request_timeout_ms``, as Kafka requires),
+    ``request_timeout_ms``, ``max_block_ms``, and ``connect_timeout_ms`` for a TCP handshake.
     """
 
     def __init__(
@@ -131,11 +165,13 @@ class Producer:
         max_in_flight: int = 5,
         retries: int = 5,
         retry_backoff_ms: int = 100,
-        request_timeout_ms: int = 30000,
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         idempotence: Optional[bool] = None,
         partitioner: Optional[Partitioner] = None,
         max_buffered_records: int = 100_000,
-        metadata_timeout_ms: int = 60000,
+        max_block_ms: int = 60000,
+        delivery_timeout_ms: int = 120000,
+        connect_timeout_ms: int = 10000,
     ) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
@@ -148,6 +184,9 @@ class Producer:
             raise ValueError("idempotence needs acks='all'")
         if idempotence and max_in_flight > 5:
             raise ValueError("idempotence allows at most 5 requests in flight per broker")
+        if delivery_timeout_ms < linger_ms + request_timeout_ms:
+            raise ValueError(f"delivery_timeout_ms ({delivery_timeout_ms}) must be at least linger_ms + "
+                             f"request_timeout_ms ({linger_ms + request_timeout_ms})")
         self.compression = compression
         self.linger = linger_ms / 1000.0
         self.batch_size = batch_size
@@ -155,24 +194,32 @@ class Producer:
         self.retries = retries
         self.retry_backoff = retry_backoff_ms / 1000.0
         self.request_timeout_ms = request_timeout_ms
-        self.metadata_timeout = metadata_timeout_ms / 1000.0
+        self.max_block = max_block_ms / 1000.0
+        self.delivery_timeout = delivery_timeout_ms / 1000.0
         self._idempotence_wanted = idempotence
         self._partitioner: Partitioner = partitioner if partitioner is not None else DefaultPartitioner()
         self._sticky = self._partitioner if isinstance(self._partitioner, DefaultPartitioner) else None
         # one connection per broker for Produce, plus the metadata connection ClusterView opens
         self.cluster = ClusterView(bootstrap_servers, client_id=client_id, broker_release=broker_release,
-                                   max_in_flight=max_in_flight, retry_backoff_ms=retry_backoff_ms)
+                                   max_in_flight=max_in_flight, retry_backoff_ms=retry_backoff_ms,
+                                   request_timeout_ms=request_timeout_ms, connect_timeout_ms=connect_timeout_ms)
         self.max_buffered_records = max_buffered_records
         self._queues: Dict[Tuple[str, int], Deque[_Batch]] = {}
         self._holding: Dict[str, List[Tuple[Any, ...]]] = {}
         self._holding_since: Dict[str, float] = {}
         self._partition_in_flight: Dict[Tuple[str, int], int] = {}
+        self._in_flight: Set[_Batch] = set()
         self._node_in_flight: Dict[int, int] = {}
         self._batch_seq: Dict[Tuple[str, int], int] = {}
         self._next_sequence: Dict[Tuple[str, int], int] = {}
         self._producer_id = -1
         self._producer_epoch = -1
         self.idempotent = False
+        #: idempotence: a sequenced batch failed, so a new producer id/epoch is needed before sending on
+        self._reset_needed = False
+        self._reset_task: Optional["asyncio.Task[None]"] = None
+        #: how many times a new producer id/epoch was taken after a failure (a recovery gauge)
+        self.producer_id_resets = 0
         #: the most Produce requests that were in flight to one broker at once (a pipelining gauge)
         self.peak_in_flight = 0
         self._buffered = 0
@@ -194,13 +241,32 @@ class Producer:
     # ---------------------------------------------------------------- life cycle
 
     async def start(self) -> None:
-        """Connect to a bootstrap broker, settle idempotence, and start the send loop."""
+        """Connect to a bootstrap broker, settle idempotence, and start the send loop.
+
+        Each bootstrap address tried takes at most ``connect_timeout_ms`` + ``request_timeout_ms``
+        (ApiVersions), plus ``request_timeout_ms`` for InitProducerId; failures are
+        :class:`~kproto.client.connection.BrokerConnectionError` (``RequestTimeoutError`` for silence)."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.cluster.close()
+            raise
+
+    async def _start(self) -> None:
         conn = await self.cluster.connection(None)
         if self._idempotence_wanted is not False and conn.supports(_INIT_PRODUCER_ID) and self.acks == -1:
-            response = await conn.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000))
-            assert isinstance(response, InitProducerIdResponse)
+            # A broker that has just started answers COORDINATOR_LOAD_IN_PROGRESS (or NOT_AVAILABLE) until
+            # it holds a block of producer ids: retriable, within the request timeout.
+            give_up = time.monotonic() + self.request_timeout_ms / 1000.0
+            while True:
+                response = await conn.request(InitProducerIdRequest(transactional_id=None,
+                                                                    transaction_timeout_ms=60000))
+                assert isinstance(response, InitProducerIdResponse)
+                if response.error_code not in _INIT_RETRIABLE or time.monotonic() > give_up:
+                    break
+                await asyncio.sleep(self.retry_backoff)
             if response.error_code != _C.NONE:
-                raise error_class(response.error_code)("InitProducerId failed")
+                raise error_class(response.error_code)(f"InitProducerId from {conn.address} failed")
             self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
             self.idempotent = True
         elif self._idempotence_wanted:
@@ -215,31 +281,61 @@ class Producer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def flush(self) -> None:
-        """Send every buffered record now and wait until each one is acknowledged or failed."""
+    async def flush(self, timeout: Optional[float] = None) -> None:
+        """Send every buffered record now and wait until each one is acknowledged or failed.
+
+        Returns within ``delivery_timeout_ms`` (``max_block_ms`` for records still waiting for their
+        topic's metadata), when every record is settled; with ``timeout`` (seconds), raises
+        :class:`~kproto.client.connection.ClientTimeoutError` when records are still unsettled by then
+        (they stay queued, and are not failed)."""
         self._flushing += 1
         self._wake.set()
         try:
-            await self._idle.wait()
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            raise ClientTimeoutError(f"flush(): {self._buffered} record(s) still unacknowledged after "
+                                     f"{timeout:g} s") from None
         finally:
             self._flushing -= 1
 
-    async def close(self) -> None:
-        """Flush, stop the send loop and close the connections."""
+    async def close(self, timeout: Optional[float] = None) -> None:
+        """Flush, stop the send loop and close the connections.
+
+        Waits for every record to be settled (at most ``delivery_timeout_ms``, see :meth:`flush`); with
+        ``timeout`` (seconds, as Kafka's ``close(Duration)``) at most that long, after which the records
+        still unsettled fail with :class:`ProducerClosedError` and the connections close."""
         if self._closed:
             return
         self._closing = True
         if self._loop_task is not None:
-            await self.flush()
+            try:
+                await self.flush(timeout)
+            except ClientTimeoutError:
+                self._abort(ProducerClosedError(f"the producer was closed with this record unsent: close() "
+                                                f"timeout of {timeout:g} s passed"))
             # Stopped by a flag, not by cancel(): on Python 3.11 a cancel that lands while the loop's
             # wait_for(wake, timeout) is completing is swallowed, and the loop would wait on forever.
             self._stopping = True
             self._wake.set()
             await self._loop_task
-        for task in list(self._tasks) + ([self._refresh_task] if self._refresh_task else []):
+        tasks = list(self._tasks) + [t for t in (self._refresh_task, self._reset_task) if t is not None]
+        for task in tasks:
             task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._closed = True
         await self.cluster.close()
+
+    def _abort(self, error: BaseException) -> None:
+        """Fail every record not yet settled (held, queued or in flight) with ``error``."""
+        for topic in list(self._holding):
+            for _, _, future in self._holding.pop(topic):
+                self._settle_error(future, error)
+            del self._holding_since[topic]
+        for queue in self._queues.values():
+            while queue:
+                self._fail_batch(queue.popleft(), error)
+        for batch in list(self._in_flight):
+            self._fail_batch(batch, error)
 
     # ---------------------------------------------------------------- sending
 
@@ -258,7 +354,11 @@ class Producer:
             raise ProducerClosedError("send() on a closed producer")
         if self._buffered >= self.max_buffered_records:
             self._room.clear()
-            await self._room.wait()
+            try:
+                await asyncio.wait_for(self._room.wait(), self.max_block)
+            except asyncio.TimeoutError:
+                raise ClientTimeoutError(f"send(): {self._buffered} records buffered (max_buffered_records) "
+                                         f"and no room within {self.max_block * 1000:.0f} ms (max_block_ms)") from None
         future: "asyncio.Future[RecordMetadata]" = asyncio.get_running_loop().create_future()
         ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
         record = (key, value, ts, headers or ())
@@ -308,7 +408,14 @@ class Producer:
             self._wake.clear()
             now = time.monotonic()
             self._release_held(now)
-            deadline = self._drain_ready(now)
+            deadline = self._expire(now)
+            if self._reset_needed:
+                # nothing is sent under the old producer id/epoch any more; the new one is asked for once
+                # every request in flight has come back
+                if self._reset_task is None and not self._in_flight:
+                    self._reset_task = asyncio.ensure_future(self._reset_producer_id())
+            else:
+                deadline = _min_deadline(deadline, self._drain_ready(now))
             if self._refresh_wanted and self._refresh_task is None:
                 self._start_refresh(now)
                 if self._refresh_task is None:  # held back by retry_backoff_ms: look again when it ends
@@ -327,12 +434,13 @@ class Producer:
             count = self.cluster.partitions.get(topic)
             if count is None:
                 self._refresh_wanted = True
-                if now - self._holding_since[topic] <= self.metadata_timeout:
+                if now - self._holding_since[topic] <= self.max_block:
                     continue
             held = self._holding.pop(topic)
             del self._holding_since[topic]
             if count is None:
-                error = KprotoError(f"no metadata for topic {topic!r} within {self.metadata_timeout:.0f} s")
+                error = ClientTimeoutError(f"no metadata for topic {topic!r} within {self.max_block * 1000:.0f} ms "
+                                           "(max_block_ms)")
                 for _, _, future in held:
                     self._settle_error(future, error)
                 continue
@@ -340,6 +448,69 @@ class Producer:
                 if partition is None:
                     partition = self._partitioner(topic, record[0], count)
                 self._append(topic, partition, record, future)
+
+    def _expire(self, now: float) -> Optional[float]:
+        """Fail the batches whose ``delivery_timeout_ms`` has passed, queued or in flight; returns the next
+        deadline the loop must wake for (a batch's expiry or a held topic's ``max_block_ms``)."""
+        deadline: Optional[float] = None
+        for since in self._holding_since.values():
+            deadline = _earliest(deadline, since + self.max_block + 0.001)
+        for queue in self._queues.values():
+            # a partition's batches are queued in creation order, so only heads can have expired
+            while queue and queue[0].opened + self.delivery_timeout <= now:
+                batch = queue.popleft()
+                self._fail_batch(batch, self._expiry_error(batch, now))
+            if queue:
+                deadline = _earliest(deadline, queue[0].opened + self.delivery_timeout)
+        for batch in list(self._in_flight):
+            if batch.done:
+                continue
+            if batch.opened + self.delivery_timeout <= now:
+                self._fail_batch(batch, self._expiry_error(batch, now))
+            else:
+                deadline = _earliest(deadline, batch.opened + self.delivery_timeout)
+        return deadline
+
+    def _expiry_error(self, batch: _Batch, now: float) -> ClientTimeoutError:
+        cause = f"; last error: {batch.last_error}" if batch.last_error is not None else ""
+        return ClientTimeoutError(
+            f"{len(batch.futures)} record(s) for {batch.topic}[{batch.partition}] expired: "
+            f"{(now - batch.opened) * 1000:.0f} ms since the batch was created, delivery_timeout_ms is "
+            f"{self.delivery_timeout * 1000:.0f} ({batch.attempts} attempt(s){cause})")
+
+    async def _reset_producer_id(self) -> None:
+        """Take a new producer id/epoch (module docstring: recovery) and renumber the queued batches."""
+        try:
+            conn = await self.cluster.connection(None)
+            version = conn.version(_INIT_PRODUCER_ID)
+            request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
+            if version >= 3:  # KIP-360: name the current id/epoch; the broker may bump its epoch
+                request.producer_id, request.producer_epoch = self._producer_id, self._producer_epoch
+            response = await conn.request(request, version)
+            assert isinstance(response, InitProducerIdResponse)
+            if response.error_code != _C.NONE and version >= 3:
+                # the broker refuses the named pair (fenced, forgotten): a fresh id serves as well
+                response = await conn.request(InitProducerIdRequest(transactional_id=None,
+                                                                    transaction_timeout_ms=60000), version)
+                assert isinstance(response, InitProducerIdResponse)
+            if response.error_code != _C.NONE:
+                raise error_class(response.error_code)(f"InitProducerId from {conn.address} failed")
+        except (KprotoError, OSError):
+            # tried again after retry_backoff_ms; the queued batches expire meanwhile if it takes too long
+            await asyncio.sleep(self.retry_backoff)
+            return
+        finally:
+            self._reset_task = None
+            self._wake.set()
+        self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
+        self._next_sequence.clear()
+        for queue in self._queues.values():
+            for batch in queue:
+                if batch.base_sequence >= 0:
+                    batch.base_sequence = -1
+                    batch.encoded = None
+        self._reset_needed = False
+        self.producer_id_resets += 1
 
     def _drain_ready(self, now: float) -> Optional[float]:
         """Send what is ready; returns when the loop must look again (a linger or backoff deadline)."""
@@ -373,6 +544,7 @@ class Producer:
             for batch in batches:
                 tp = (batch.topic, batch.partition)
                 self._queues[tp].popleft()
+                self._in_flight.add(batch)
                 batch.attempts += 1
                 self._partition_in_flight[tp] = self._partition_in_flight.get(tp, 0) + 1
             in_flight = self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
@@ -419,14 +591,13 @@ class Producer:
                         self._complete(batch, -1)
                     return
                 try:
-                    response = await asyncio.wait_for(conn.request(request), self.request_timeout_ms / 1000.0 + 1.0)
-                except asyncio.TimeoutError:
-                    # no answer in time: the connection's order can no longer be trusted, so it goes, and
-                    # everything in flight on it is retried (a timed-out batch may have been written: at least once)
+                    response = await conn.request(request)
+                except RequestTimeoutError as exc:
+                    # no answer in time: the connection closed itself (its order can no longer be trusted),
+                    # and everything in flight on it is retried (a timed-out batch may have been written)
                     self.cluster.forget_connection(conn)
-                    await conn.close()
                     for batch in batches:
-                        self._failed(batch, _C.REQUEST_TIMED_OUT, None)
+                        self._failed(batch, _C.REQUEST_TIMED_OUT, exc)
                     return
             except BrokerConnectionError as exc:
                 if conn is not None:
@@ -454,6 +625,7 @@ class Producer:
             self._node_in_flight[node] -= 1
             for batch in batches:
                 self._partition_in_flight[(batch.topic, batch.partition)] -= 1
+                self._in_flight.discard(batch)
             self._wake.set()
 
     def _request(self, conn: Connection, batches: List[_Batch]) -> ProduceRequest:
@@ -490,6 +662,9 @@ class Producer:
     # ---------------------------------------------------------------- outcomes
 
     def _complete(self, batch: _Batch, base_offset: int) -> None:
+        if batch.done:
+            return  # expired while in flight: its records already failed
+        batch.done = True
         for i, (future, record) in enumerate(zip(batch.futures, batch.records)):
             if not future.done():
                 offset = base_offset + i if base_offset >= 0 else -1
@@ -497,8 +672,18 @@ class Producer:
         self._settled(len(batch.futures))
 
     def _failed(self, batch: _Batch, code: int, cause: Optional[BaseException]) -> None:
+        if batch.done:
+            return
         error = error_class(code)(f"{batch.topic}[{batch.partition}]" + (f": {cause}" if cause else ""))
+        batch.last_error = error
         retriable = error.retriable or code in _RETRIABLE_ALWAYS or code == _C.NETWORK_EXCEPTION
+        if self.idempotent and code in _RESET_CODES:
+            self._reset_needed = True  # the broker does not know this id/epoch: take a new one, then retry
+            retriable = True
+        now = time.monotonic()
+        if batch.opened + self.delivery_timeout <= now:
+            self._fail_batch(batch, self._expiry_error(batch, now))
+            return
         if not retriable or batch.attempts > self.retries:
             self._fail_batch(batch, error)
             return
@@ -512,6 +697,12 @@ class Producer:
         queue.insert(index, batch)
 
     def _fail_batch(self, batch: _Batch, error: BaseException) -> None:
+        if batch.done:
+            return
+        batch.done = True
+        if self.idempotent and batch.base_sequence >= 0:
+            # its sequences may or may not have reached the broker: every later batch would be out of order
+            self._reset_needed = True
         for future in batch.futures:
             self._settle_error(future, error, count=False)
         self._settled(len(batch.futures))
@@ -533,3 +724,7 @@ class Producer:
 
 def _earliest(a: Optional[float], b: float) -> float:
     return b if a is None else min(a, b)
+
+
+def _min_deadline(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a if b is None else _earliest(a, b)

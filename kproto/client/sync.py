@@ -72,11 +72,13 @@ class Producer:
         return asyncio.run_coroutine_threadsafe(send(), self._thread.loop)
 
     def flush(self, timeout: Optional[float] = None) -> None:
-        self._thread.run(self._producer.flush, timeout)
+        """As :meth:`kproto.client.Producer.flush` (``ClientTimeoutError`` when ``timeout`` seconds pass)."""
+        self._thread.run(lambda: self._producer.flush(timeout))
 
-    def close(self) -> None:
+    def close(self, timeout: Optional[float] = None) -> None:
+        """As :meth:`kproto.client.Producer.close`: records unsent after ``timeout`` seconds fail."""
         try:
-            self._thread.run(self._producer.close)
+            self._thread.run(lambda: self._producer.close(timeout))
         finally:
             self._thread.stop()
 

@@ -102,7 +102,7 @@ def _typed_send(schema) -> str:
         "",
         "from typing import Protocol, overload",
         "",
-        "from kproto.connection.client import SentRequest",
+        "from kproto.connection.client_events import SentRequest",
         "from kproto.messages import (",
     ]
     lines += [f"    {api.name}{kind}," for api in apis for kind in ("Request", "Response")]

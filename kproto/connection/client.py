@@ -16,8 +16,10 @@ order, so responses are paired first-in first-out (:mod:`kproto.connection.corre
 with ``acks=0`` gets no response, so it is framed but never tracked.
 
 The connection is the :data:`CLIENT_TRANSITIONS` table (state × event → state); a pair missing from
-the table is a rule broken, by the peer (a response when nothing is in flight) or by the caller
-(sending when full or closed).  Peer violations -- a response nobody asked for, an out-of-order or
+the table is a rule broken, by the peer (a response when nothing is in flight:
+:class:`~kproto.errors.RemoteProtocolError`) or by the caller (sending when full or closed:
+:class:`~kproto.errors.LocalProtocolError`); both are :class:`~kproto.errors.ProtocolError`, and the
+table is applied by :class:`kproto.state_machine.StateMachine`.  Peer violations -- a response nobody asked for, an out-of-order or
 unknown correlation id, a frame larger than ``max_frame_size``, a response that does not decode --
 move the connection to ``FAILED`` and raise (:class:`~kproto.errors.ProtocolError`,
 :class:`~kproto.errors.LimitExceededError`, :class:`~kproto.errors.DecodeError`).  Responses completed
@@ -31,34 +33,26 @@ responses (see :mod:`kproto.connection.correlation`).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Tuple, Union
 
 from kproto.apis import APIS
 from kproto.connection.correlation import CorrelationTracker, InFlight, InFlightLimitError
-from kproto.errors import KprotoError, ProtocolError
+from kproto.errors import KprotoError, LocalProtocolError, RemoteProtocolError
 from kproto.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     FrameReader,
     RequestHeader,
-    ResponseHeader,
     decode_response,
     encode_request,
     expects_response,
 )
 from kproto.message_base import Message
+from kproto.state_machine import StateMachine
+
+from kproto.connection.client_events import ConnectionClosed, Response, SentRequest
 
 if TYPE_CHECKING:
-    from typing_extensions import TypeGuard, TypeVar
-
     from kproto.connection.typed_send import TypedSend
-
-    #: The response class a request is answered with (``Message`` where it is not known statically).
-    R = TypeVar("R", bound=Message, default=Message)
-else:
-    from typing import TypeVar
-
-    R = TypeVar("R", bound=Message)
 
 __all__ = [
     "ClientState",
@@ -124,51 +118,6 @@ CLIENT_TRANSITIONS: Mapping[Tuple[ClientState, ClientEvent], ClientState] = {
 }
 
 
-@dataclass(frozen=True)
-class Response(Generic[R]):
-    """A decoded response and the request it answers.
-
-    Typed by api for a type checker: ``Response[MetadataResponse]`` is what
-    :meth:`SentRequest.answered_by` narrows an event to (a bare ``Response`` is ``Response[Message]``).
-    """
-
-    request: Message
-    header: ResponseHeader
-    message: R
-    correlation_id: int
-    api_key: int
-    api_version: int
-
-
-@dataclass(frozen=True)
-class SentRequest(Generic[R]):
-    """What :meth:`ClientConnection.send` made: the frame to write, its correlation id, and whether a
-    response will come (not for an ``acks=0`` Produce).  ``bytes(sent)`` is the frame.
-
-    For a type checker, ``send(MetadataRequest(...), v)`` gives a ``SentRequest[MetadataResponse]``
-    (one overload per api, generated from the specs), and :meth:`answered_by` carries that type to the
-    response event, so ``event.message.topics`` needs no cast.
-    """
-
-    frame: bytes
-    correlation_id: int
-    expects_response: bool
-
-    def __bytes__(self) -> bytes:
-        return self.frame
-
-    def answered_by(self, event: object) -> "TypeGuard[Response[R]]":
-        """Whether ``event`` (from :meth:`ClientConnection.receive_data`) is the response to this request."""
-        return isinstance(event, Response) and event.correlation_id == self.correlation_id
-
-
-@dataclass(frozen=True)
-class ConnectionClosed:
-    """The broker closed the stream; ``unanswered`` are the requests that were still in flight."""
-
-    unanswered: Tuple[InFlight, ...]
-
-
 ClientOutput = Union[Response, ConnectionClosed]
 
 
@@ -192,14 +141,16 @@ class ClientConnection:
         self._tracker = CorrelationTracker(
             first_id=first_correlation_id, max_in_flight=max_in_flight, broker_quirks=broker_quirks)
         self._frames = FrameReader(max_frame_size)
-        self._state = ClientState.IDLE
+        self._machine: StateMachine[ClientState, ClientEvent] = StateMachine(
+            CLIENT_TRANSITIONS, ClientState.IDLE, "client connection",
+            lambda state, event: f"{event.value}: not allowed while the connection is {state.name}")
         self._error: Optional[KprotoError] = None
 
     # ---------------------------------------------------------------- inspection
 
     @property
     def state(self) -> ClientState:
-        return self._state
+        return self._machine.state
 
     @property
     def in_flight(self) -> int:
@@ -224,16 +175,16 @@ class ClientConnection:
         """Frame ``message`` in ``version`` with a fresh correlation id; write ``.frame`` as is."""
         api_key = message.API_KEY
         if api_key is None or getattr(message, "KIND", None) != "request":
-            raise ProtocolError(f"{type(message).__name__} is not a request")
+            raise LocalProtocolError(f"{type(message).__name__} is not a request")
         if api_key not in APIS or version not in APIS[api_key].versions:
-            raise ProtocolError(f"{type(message).__name__} has no version {version}")
+            raise LocalProtocolError(f"{type(message).__name__} has no version {version}")
         one_way = not expects_response(RequestHeader(api_key=api_key), message)
         event = self._send_event(one_way)
         frame = encode_request(message, version, self._peek_id(), self.client_id)
         cid = self._tracker.next_id()
         if not one_way:
             self._tracker.track(cid, api_key, version, message)
-        self._transition(event)
+        self._machine.fire(event)
         return SentRequest(frame, cid, not one_way)
 
     # ``send`` is ``_send``; a type checker sees it through one overload per request class, so that the
@@ -247,8 +198,8 @@ class ClientConnection:
         return self._tracker._next_id  # encoded before the id is taken, so a failed encode wastes none
 
     def _send_event(self, one_way: bool) -> ClientEvent:
-        if self._state in (ClientState.CLOSED, ClientState.FAILED):
-            raise ProtocolError(f"cannot send on a connection that is {self._state.name}")
+        if self.state in (ClientState.CLOSED, ClientState.FAILED):
+            raise LocalProtocolError(f"cannot send on a connection that is {self.state.name}")
         if one_way:
             return ClientEvent.SEND_ONE_WAY
         if self._tracker.full:
@@ -265,9 +216,9 @@ class ClientConnection:
         """Feed bytes read from the socket (``b""`` at end of stream); returns completed events."""
         if self._error is not None:
             raise self._error
-        if self._state is ClientState.CLOSED:
+        if self.state is ClientState.CLOSED:
             if data:
-                raise ProtocolError("data received on a closed connection")
+                raise LocalProtocolError("data received on a closed connection")
             return []
         if not data:
             return [self._peer_closed()]
@@ -284,29 +235,24 @@ class ClientConnection:
     def _response(self, frame: bytes) -> Response[Message]:
         correlation_id = int.from_bytes(frame[4:8], "big", signed=True) if len(frame) >= 8 else None
         if correlation_id is None:
-            raise ProtocolError(f"response frame of {len(frame) - 4} bytes has no correlation id")
+            raise RemoteProtocolError(f"response frame of {len(frame) - 4} bytes has no correlation id")
         entry = self._tracker.match(correlation_id)
         header, message = decode_response(frame, entry.api_key, entry.api_version)
-        self._transition(ClientEvent.ANSWER_LAST if not len(self._tracker) else ClientEvent.ANSWER_MORE_LEFT)
+        self._machine.fire(ClientEvent.ANSWER_LAST if not len(self._tracker) else ClientEvent.ANSWER_MORE_LEFT,
+                           RemoteProtocolError)
         return Response(entry.request, header, message, correlation_id, entry.api_key, entry.api_version)
 
     def _peer_closed(self) -> ConnectionClosed:
-        self._transition(ClientEvent.PEER_CLOSED)
+        self._machine.fire(ClientEvent.PEER_CLOSED, RemoteProtocolError)
         return ConnectionClosed(tuple(self._tracker.drain()))
 
     # ---------------------------------------------------------------- closing and plumbing
 
     def close(self) -> List[InFlight]:
         """Close from this side; returns the requests that will never be answered."""
-        self._transition(ClientEvent.CLOSE)
+        self._machine.fire(ClientEvent.CLOSE)
         return self._tracker.drain()
 
     def _fail(self, error: KprotoError) -> None:
         self._error = error
-        self._transition(ClientEvent.VIOLATION)
-
-    def _transition(self, event: ClientEvent) -> None:
-        try:
-            self._state = CLIENT_TRANSITIONS[(self._state, event)]
-        except KeyError:
-            raise ProtocolError(f"{event.value}: not allowed while the connection is {self._state.name}") from None
+        self._machine.fire(ClientEvent.VIOLATION, RemoteProtocolError)

@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Deque, Iterator, Optional
 
-from kproto.errors import ProtocolError
+from kproto.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
     "GROUP_COORDINATOR_KEY",
@@ -42,7 +42,7 @@ def check_quirks(broker_quirks: Optional[str]) -> Optional[str]:
     return broker_quirks
 
 
-class InFlightLimitError(ProtocolError):
+class InFlightLimitError(LocalProtocolError):
     """``send`` refused: the connection already has ``max_in_flight`` requests awaiting responses."""
 
 
@@ -105,14 +105,14 @@ class CorrelationTracker:
     def match(self, correlation_id: int) -> InFlight:
         """The request a response with ``correlation_id`` answers, removed from the queue."""
         if not self._queue:
-            raise ProtocolError(f"response with correlation id {correlation_id} but no request is in flight")
+            raise RemoteProtocolError(f"response with correlation id {correlation_id} but no request is in flight")
         head = self._queue[0]
         if correlation_id != head.correlation_id and not self._quirk_applies(head, correlation_id):
             if any(entry.correlation_id == correlation_id for entry in self._queue):
-                raise ProtocolError(
+                raise RemoteProtocolError(
                     f"response with correlation id {correlation_id} arrived out of order: the oldest request "
                     f"in flight has correlation id {head.correlation_id}")
-            raise ProtocolError(
+            raise RemoteProtocolError(
                 f"response with unknown correlation id {correlation_id} (expected {head.correlation_id})")
         return self._queue.popleft()
 

@@ -14,9 +14,12 @@ closed and yields :class:`ClientClosed`.
 A broker answers the requests of one connection in the order they came (docs/protocol-notes.md, "Ordering"), so the
 requests owed a response form a FIFO queue.  ``send_response(request, message)`` frames the response
 for ``request``, which must be the oldest request still owed one; answering another, answering twice,
-or answering an ``acks=0`` Produce (which gets no response) raises :class:`~kproto.errors.ProtocolError`.
+or answering an ``acks=0`` Produce (which gets no response) raises
+:class:`~kproto.errors.LocalProtocolError` (the caller's misuse; a
+:class:`~kproto.errors.ProtocolError`).
 
-The connection is the :data:`SERVER_TRANSITIONS` table (state × event → state).  A frame whose size
+The connection is the :data:`SERVER_TRANSITIONS` table (state × event → state), applied by
+:class:`kproto.state_machine.StateMachine`.  A frame whose size
 prefix is negative or above ``max_frame_size`` raises :class:`~kproto.errors.LimitExceededError` and
 the connection is ``FAILED`` for good (its framing is lost).  As on the client side, requests completed
 before the violation within the same call are returned first and the error raises on the next call.
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Deque, List, Mapping, Optional, Tuple, Union
 
 from kproto.connection.correlation import GROUP_COORDINATOR_KEY, check_quirks
-from kproto.errors import KprotoError, LimitExceededError, ProtocolError
+from kproto.errors import KprotoError, LimitExceededError, LocalProtocolError, RemoteProtocolError
 from kproto.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     FrameReader,
@@ -44,6 +47,7 @@ from kproto.framing import (
     expects_response,
 )
 from kproto.message_base import Message
+from kproto.state_machine import StateMachine
 
 __all__ = [
     "ServerState",
@@ -81,7 +85,8 @@ class ServerEvent(enum.Enum):
 _S = ServerState
 _E = ServerEvent
 
-#: state × event → next state.  Anything missing is refused with ProtocolError.
+#: state × event → next state.  Anything missing is refused: LocalProtocolError for the caller's moves,
+#: RemoteProtocolError for the peer's.
 SERVER_TRANSITIONS: Mapping[Tuple[ServerState, ServerEvent], ServerState] = {
     (_S.IDLE, _E.REQUEST): _S.OWING,
     (_S.IDLE, _E.REQUEST_ONE_WAY): _S.IDLE,
@@ -156,12 +161,14 @@ class ServerConnection:
         #: request made of millions of tiny elements.
         self.max_request_size: Mapping[int, int] = max_request_size or {}
         self._owed: Deque[RequestReceived] = deque()
-        self._state = ServerState.IDLE
+        self._machine: StateMachine[ServerState, ServerEvent] = StateMachine(
+            SERVER_TRANSITIONS, ServerState.IDLE, "server connection",
+            lambda state, event: f"{event.value}: not allowed while the connection is {state.name}")
         self._error: Optional[KprotoError] = None
 
     @property
     def state(self) -> ServerState:
-        return self._state
+        return self._machine.state
 
     @property
     def owed(self) -> int:
@@ -184,12 +191,12 @@ class ServerConnection:
         """Feed bytes read from the socket (``b""`` at end of stream); returns completed events."""
         if self._error is not None:
             raise self._error
-        if self._state is ServerState.CLOSED:
+        if self.state is ServerState.CLOSED:
             if data:
-                raise ProtocolError("data received on a closed connection")
+                raise LocalProtocolError("data received on a closed connection")
             return []
         if not data:
-            self._transition(ServerEvent.PEER_CLOSED)
+            self._machine.fire(ServerEvent.PEER_CLOSED, RemoteProtocolError)
             return [ClientClosed(len(self._owed))]
         events: List[ServerOutput] = []
         try:
@@ -197,7 +204,7 @@ class ServerConnection:
                 events.append(self._request(frame))
         except KprotoError as exc:
             self._error = exc
-            self._transition(ServerEvent.VIOLATION)
+            self._machine.fire(ServerEvent.VIOLATION, RemoteProtocolError)
             if not events:
                 raise
         return events
@@ -212,39 +219,39 @@ class ServerConnection:
                                          f"limit of {limit}", 0, "size")
             header, message = decode_request(frame)
         except KprotoError as exc:
-            self._transition(ServerEvent.BAD_REQUEST)
+            self._machine.fire(ServerEvent.BAD_REQUEST, RemoteProtocolError)
             return BadRequest(header, exc, frame)
         wants_answer = expects_response(header, message)
         request = RequestReceived(header, message, len(frame), wants_answer)
         if wants_answer:
             self._owed.append(request)
-        self._transition(ServerEvent.REQUEST if wants_answer else ServerEvent.REQUEST_ONE_WAY)
+        self._machine.fire(ServerEvent.REQUEST if wants_answer else ServerEvent.REQUEST_ONE_WAY, RemoteProtocolError)
         return request
 
     # ---------------------------------------------------------------- answering
 
     def send_response(self, request: RequestReceived, message: Message) -> bytes:
         """The frame answering ``request`` (the oldest request owed a response) with ``message``."""
-        if self._state not in (ServerState.IDLE, ServerState.OWING):
-            raise ProtocolError(f"cannot answer on a connection that is {self._state.name}")
+        if self.state not in (ServerState.IDLE, ServerState.OWING):
+            raise LocalProtocolError(f"cannot answer on a connection that is {self.state.name}")
         self._check_turn(request)
         if message.API_KEY != request.api_key or getattr(message, "KIND", None) != "response":
-            raise ProtocolError(
+            raise LocalProtocolError(
                 f"{type(message).__name__} does not answer api key {request.api_key}")
         frame = encode_response(message, request.api_version, self._wire_correlation_id(request))
         self._owed.popleft()
         request.answered = True
-        self._transition(ServerEvent.ANSWER_LAST if not self._owed else ServerEvent.ANSWER_MORE_LEFT)
+        self._machine.fire(ServerEvent.ANSWER_LAST if not self._owed else ServerEvent.ANSWER_MORE_LEFT)
         return frame
 
     def _check_turn(self, request: RequestReceived) -> None:
         if not request.expects_response:
-            raise ProtocolError("a Produce with acks=0 gets no response")
+            raise LocalProtocolError("a Produce with acks=0 gets no response")
         if request.answered:
-            raise ProtocolError(f"request with correlation id {request.correlation_id} was already answered")
+            raise LocalProtocolError(f"request with correlation id {request.correlation_id} was already answered")
         if not self._owed or self._owed[0] is not request:
             head = self._owed[0].correlation_id if self._owed else None
-            raise ProtocolError(
+            raise LocalProtocolError(
                 f"responses go out in request order: correlation id {request.correlation_id} answered "
                 f"before {head}")
 
@@ -255,13 +262,7 @@ class ServerConnection:
 
     def close(self) -> int:
         """Close from this side; returns how many requests go unanswered."""
-        self._transition(ServerEvent.CLOSE)
+        self._machine.fire(ServerEvent.CLOSE)
         unanswered = len(self._owed)
         self._owed.clear()
         return unanswered
-
-    def _transition(self, event: ServerEvent) -> None:
-        try:
-            self._state = SERVER_TRANSITIONS[(self._state, event)]
-        except KeyError:
-            raise ProtocolError(f"{event.value}: not allowed while the connection is {self._state.name}") from None

@@ -4,7 +4,7 @@
 
 from typing import Protocol, overload
 
-from kproto.connection.client import SentRequest
+from kproto.connection.client_events import SentRequest
 from kproto.messages import (
     ProduceRequest,
     ProduceResponse,

@@ -1,90 +1,13 @@
-"""The group coordinator (broker side) as a sans-I/O state machine, for every classic-group version.
+"""The group coordinator (broker side) as a sans-I/O state machine: the engine that applies the rules
+of :mod:`kproto.group.coordinator_rules` (its theory of operation, and every table) to many groups.
 
-Theory of operation
-===================
-
-A :class:`GroupCoordinator` manages many consumer groups the way a Kafka broker's classic group
-coordinator does (docs/group-coordinator.md lists the rules and what is simplified).  It never touches
-sockets, threads or a clock: every call takes ``now_ms`` and every timer is a deadline the caller learns
-from :meth:`GroupCoordinator.next_deadline_ms` and honours by calling :meth:`GroupCoordinator.tick`.
-
-**Calls and replies.**  :meth:`GroupCoordinator.handle` takes a decoded request message (the generated
-classes of :mod:`kproto.messages`, in a version of :data:`SERVED_VERSIONS`) with an opaque ``reply_to``
-token and returns a list of :class:`Reply` objects, each carrying a response message.  JoinGroup and
-SyncGroup answers may be *parked*: the call returns without a reply for its own token, and the reply
-appears later in the list returned by another call (another member's JoinGroup, the leader's SyncGroup,
-a LeaveGroup) or by :meth:`GroupCoordinator.tick`.  Every other request is answered at once, but may
-still release parked replies of other callers.  The caller sends each reply to whoever its token names.
-A member that re-sends JoinGroup (or SyncGroup) while an earlier one is parked replaces the earlier
-token; the replaced one is never answered.
-
-**Group states** are the five a Kafka broker reports.  A new group is ``Empty`` with generation 0.
-Group transitions are the :data:`TRANSITIONS` table (state × event → state); nothing else changes
-``GroupState``.  A join phase that ends with no member leaves the group ``Empty`` (generation + 1).  An
-``Empty`` group is kept while it has committed offsets (or a member that must rejoin with its new id)
-and is removed (``Dead``) as soon as it has neither, or when DeleteGroups deletes it; later requests see
-an unknown group.
-
-**Request handling** is two tables.  :data:`CHECKS` lists, per API, the checks that run in Kafka's
-order; the first that fails answers with its error code.  One of them is ``Check.STATE``, which
-consults :data:`RESPONSES` (request kind × group state → an error code, or the :class:`Handling` to
-apply once the remaining checks pass).  The member checks (``INSTANCE_KNOWN``, ``INSTANCE_NOT_FENCED``,
-``MEMBER_KNOWN``) also judge each member of a batched LeaveGroup.
-
-**New members.**  A JoinGroup with an empty member id is a new member, and :data:`NEW_MEMBER_RULES`
-decides what becomes of it: a *static* member (JoinGroup v5+ ``group_instance_id``) whose instance id
-the group knows replaces that instance's old member id (the old id is fenced: its requests get
-FENCED_INSTANCE_ID); any other static member is added; a dynamic member joining with JoinGroup v4+ is
-given an id and answered MEMBER_ID_REQUIRED, and waits as a *pending* member until it rejoins with that
-id (or its session timeout passes); an older dynamic member is added at once.  ``group_max_size``
-refuses members past the limit with GROUP_MAX_SIZE_REACHED.
-
-**Join phase.**  A rebalance starts (``PreparingRebalance``) when a member is added, when a known member
-joins with changed metadata (or, in Stable, when the leader re-joins), and when a member leaves or
-expires.  Parked SyncGroups of the abandoned ``CompletingRebalance`` phase are answered
-REBALANCE_IN_PROGRESS.  The phase completes as soon as every member has a parked JoinGroup and no
-pending member is left, or at the rebalance deadline (the largest rebalance timeout among the members;
-JoinGroup v0 has none and uses the session timeout), when *dynamic* members that did not rejoin are
-removed; static members stay until their session expires.  Completion increments the generation,
-selects the protocol by vote, moves to ``CompletingRebalance`` and answers every parked JoinGroup; only
-the leader's answer lists the members.
-
-**A static member restarting.**  When a known instance rejoins with a new member id in ``Stable`` and
-its protocols would not change the group's protocol, there is no rebalance: the new id takes over the
-old one's assignment and the JoinGroup is answered at once with the current generation.  Before
-JoinGroup v9 the answer names the *old* leader id, so a restarted leader behaves as a follower and
-simply fetches its assignment; from v9 a leader is told it leads, with the members listed and
-``skip_assignment`` set.  In ``CompletingRebalance`` the replacement rebalances (the leader may already
-be assigning to the old id).
-
-**Leader and protocol.**  The first member of a group is its leader and stays leader across
-generations; when it goes (or, at the end of a join phase, has not rejoined) the oldest remaining
-rejoined member takes over.  The protocol is the one most members list first among the protocols every
-member supports; a tie goes to the candidate the leader prefers.
-
-**Sync phase.**  SyncGroups are parked in ``CompletingRebalance``.  The leader's carries the
-assignment: members it leaves out get empty bytes, the group becomes ``Stable`` and every parked
-SyncGroup is answered with its member's assignment.  SyncGroup v5 names the protocol type and name,
-which must match the group's (INCONSISTENT_GROUP_PROTOCOL).
-
-**Sessions.**  Each member has a session deadline, ``last refresh + session timeout``.  Refreshes are a
-Heartbeat that passes the member checks, a SyncGroup in ``CompletingRebalance`` or ``Stable``, an
-OffsetCommit of a member, join completion and assignment propagation.  At the deadline a member with a
-parked JoinGroup or SyncGroup is kept (its timer stops until the next refresh); any other member is
-removed as if it had left.  A pending member's deadline is its session timeout after it was told its
-id.  Timers fire in deadline order and act at their deadline's time, so the outcome does not depend on
-how late ``tick`` is called.  Overdue timers also fire at the start of every call, before the request.
-
-**Offsets** live in an :class:`~kproto.group.offset_store.OffsetStore`, per group, until their
-retention passes (another deadline).  A commit with a negative generation, no member id and no
-instance id is a "simple" commit outside group management: it creates the group (``Empty``) if needed
-and is accepted only while the group has no members.  OffsetFetch answers whatever is stored, in any
-group state; an empty topic list (v0/v1) or a null one (v2+) means every stored offset.
+:class:`GroupCoordinator` takes decoded requests with reply tokens and ``now_ms``, returns
+:class:`Reply` objects, and keeps what the tables do not: members, parked replies, deadlines and
+offsets.  The tables' names are importable from here too.
 """
 
 from __future__ import annotations
 
-import enum
 import uuid
 from dataclasses import dataclass, field
 from typing import (
@@ -102,8 +25,27 @@ from typing import (
 )
 
 from kproto import ErrorCode
-from kproto.errors import DecodeError, ProtocolError, UnsupportedVersionError
+from kproto.errors import DecodeError, LocalProtocolError, UnsupportedVersionError
+from kproto.group.coordinator_rules import (
+    CHECK_ERRORS,
+    CHECKS,
+    NEW_MEMBER_RULES,
+    REQUEST_KINDS,
+    RESPONSES,
+    SERVED_VERSIONS,
+    SKIPPED_CHECKS,
+    TRANSITIONS,
+    Check,
+    CoordinatorEvent,
+    GroupState,
+    Handling,
+    NewMemberRule,
+    RequestKind,
+)
+from kproto.group.coordinator_rules import COMMON_CHECKS as _COMMON
+from kproto.group.coordinator_rules import MEMBER_CHECKS as _MEMBER
 from kproto.group.offset_store import OffsetStore
+from kproto.state_machine import StateMachine
 from kproto.message_base import Message
 from kproto.messages import (
     ConsumerProtocolSubscription,
@@ -131,7 +73,7 @@ from kproto.messages import (
 
 __all__ = [
     "GroupState",
-    "GroupEvent",
+    "CoordinatorEvent",
     "TRANSITIONS",
     "RequestKind",
     "Handling",
@@ -150,255 +92,7 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------------
-# The tables
-
-
-class GroupState(str, enum.Enum):
-    """A group's state; the values are the names DescribeGroups reports (a ``str``, so they compare as such)."""
-
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    #: The same state under its 0.9-1.0 name (those brokers reported "AwaitingSync").
-    AWAITING_SYNC = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-class GroupEvent(enum.Enum):
-    """What moves a group from one state to another."""
-
-    REBALANCE_NEEDED = "a member joined, changed its metadata, left or expired"
-    JOIN_COMPLETED = "every remaining member rejoined (or the rest were evicted)"
-    JOIN_COMPLETED_EMPTY = "the join phase ended with no member left"
-    ASSIGNMENT_STORED = "the leader's SyncGroup assignment was stored"
-    REMOVED = "an empty group lost its last offset, or was deleted"
-    UNLOADED = "the coordinator gave the group up"
-
-
-_S = GroupState
-_E = GroupEvent
-
-#: state × event → next state.  Missing pairs are illegal; these are Kafka's ``validPreviousStates``.
-TRANSITIONS: Mapping[Tuple[GroupState, GroupEvent], GroupState] = {
-    (_S.EMPTY, _E.REBALANCE_NEEDED): _S.PREPARING_REBALANCE,
-    (_S.STABLE, _E.REBALANCE_NEEDED): _S.PREPARING_REBALANCE,
-    (_S.COMPLETING_REBALANCE, _E.REBALANCE_NEEDED): _S.PREPARING_REBALANCE,
-    (_S.PREPARING_REBALANCE, _E.REBALANCE_NEEDED): _S.PREPARING_REBALANCE,
-    (_S.PREPARING_REBALANCE, _E.JOIN_COMPLETED): _S.COMPLETING_REBALANCE,
-    (_S.PREPARING_REBALANCE, _E.JOIN_COMPLETED_EMPTY): _S.EMPTY,
-    (_S.COMPLETING_REBALANCE, _E.ASSIGNMENT_STORED): _S.STABLE,
-    (_S.EMPTY, _E.REMOVED): _S.DEAD,
-    **{(state, _E.UNLOADED): _S.DEAD
-       for state in (_S.EMPTY, _S.STABLE, _S.PREPARING_REBALANCE, _S.COMPLETING_REBALANCE)},
-}
-
-
-class RequestKind(enum.Enum):
-    """A request as the per-state table sees it (JoinGroup splits on whether the member is new)."""
-
-    JOIN_NEW_MEMBER = "JoinGroup with member_id \"\" (or from a pending member)"
-    JOIN_KNOWN_MEMBER = "JoinGroup from a known member"
-    SYNC = "SyncGroup"
-    HEARTBEAT = "Heartbeat"
-    OFFSET_COMMIT = "OffsetCommit from a member"
-    SIMPLE_COMMIT = "OffsetCommit outside group management (no generation, member or instance)"
-    DESCRIBE = "DescribeGroups (one group of it)"
-    DELETE = "DeleteGroups (one group of it)"
-
-
-class Handling(enum.Enum):
-    """What the coordinator does with a request that passed every check."""
-
-    ADD_MEMBER = "apply NEW_MEMBER_RULES (add, replace a static member, or ask for a member id)"
-    UPDATE_MEMBER = "replace the member's protocols, park the JoinGroup"
-    UPDATE_IF_CHANGED = "answer now if the protocols are unchanged, else update, rebalance and park"
-    UPDATE_IF_LEADER_OR_CHANGED = "answer a follower with unchanged protocols now, else update, rebalance, park"
-    PARK_SYNC = "park the SyncGroup; the leader's assignment completes the phase"
-    SEND_ASSIGNMENT = "answer with the member's current assignment"
-    REFRESH_SESSION = "refresh the member's session"
-    REFRESH_SESSION_REBALANCING = "refresh the member's session, answer REBALANCE_IN_PROGRESS"
-    STORE_OFFSETS = "store the offsets"
-    STORE_OFFSETS_REFRESH_SESSION = "store the offsets and refresh the member's session"
-    DESCRIBE_IN_FULL = "state, protocol, members with their metadata and assignments"
-    DESCRIBE_MEMBERS_ONLY = "state and members; no protocol, empty metadata and assignments"
-    DESCRIBE_AS_DEAD = "state Dead, nothing else"
-    DELETE_GROUP = "delete the group and its offsets"
-
-
-_K = RequestKind
-_H = Handling
 _C = ErrorCode
-
-#: request kind × group state → an error code to answer with, or the handling to apply.  A group that
-#: does not exist is looked up as Dead (only JoinGroup of a new member and a simple commit create one).
-RESPONSES: Mapping[Tuple[RequestKind, GroupState], Union[ErrorCode, Handling]] = {
-    (_K.JOIN_NEW_MEMBER, _S.EMPTY): _H.ADD_MEMBER,
-    (_K.JOIN_NEW_MEMBER, _S.PREPARING_REBALANCE): _H.ADD_MEMBER,
-    (_K.JOIN_NEW_MEMBER, _S.COMPLETING_REBALANCE): _H.ADD_MEMBER,
-    (_K.JOIN_NEW_MEMBER, _S.STABLE): _H.ADD_MEMBER,
-    (_K.JOIN_NEW_MEMBER, _S.DEAD): _H.ADD_MEMBER,  # the group is created, Empty
-    (_K.JOIN_KNOWN_MEMBER, _S.EMPTY): _C.UNKNOWN_MEMBER_ID,
-    (_K.JOIN_KNOWN_MEMBER, _S.PREPARING_REBALANCE): _H.UPDATE_MEMBER,
-    (_K.JOIN_KNOWN_MEMBER, _S.COMPLETING_REBALANCE): _H.UPDATE_IF_CHANGED,
-    (_K.JOIN_KNOWN_MEMBER, _S.STABLE): _H.UPDATE_IF_LEADER_OR_CHANGED,
-    (_K.JOIN_KNOWN_MEMBER, _S.DEAD): _C.UNKNOWN_MEMBER_ID,
-    (_K.SYNC, _S.EMPTY): _C.UNKNOWN_MEMBER_ID,
-    (_K.SYNC, _S.PREPARING_REBALANCE): _C.REBALANCE_IN_PROGRESS,
-    (_K.SYNC, _S.COMPLETING_REBALANCE): _H.PARK_SYNC,
-    (_K.SYNC, _S.STABLE): _H.SEND_ASSIGNMENT,
-    (_K.SYNC, _S.DEAD): _C.UNKNOWN_MEMBER_ID,
-    (_K.HEARTBEAT, _S.EMPTY): _C.UNKNOWN_MEMBER_ID,
-    (_K.HEARTBEAT, _S.PREPARING_REBALANCE): _H.REFRESH_SESSION_REBALANCING,
-    # A member may heartbeat between its JoinGroup answer and its SyncGroup.
-    (_K.HEARTBEAT, _S.COMPLETING_REBALANCE): _H.REFRESH_SESSION,
-    (_K.HEARTBEAT, _S.STABLE): _H.REFRESH_SESSION,
-    (_K.HEARTBEAT, _S.DEAD): _C.UNKNOWN_MEMBER_ID,
-    (_K.OFFSET_COMMIT, _S.EMPTY): _H.STORE_OFFSETS,
-    # During the join phase the previous generation is still the current one, so commits go through.
-    (_K.OFFSET_COMMIT, _S.PREPARING_REBALANCE): _H.STORE_OFFSETS_REFRESH_SESSION,
-    (_K.OFFSET_COMMIT, _S.COMPLETING_REBALANCE): _C.REBALANCE_IN_PROGRESS,
-    (_K.OFFSET_COMMIT, _S.STABLE): _H.STORE_OFFSETS_REFRESH_SESSION,
-    (_K.OFFSET_COMMIT, _S.DEAD): _C.ILLEGAL_GENERATION,
-    # Only a group without members takes commits from outside group management.
-    (_K.SIMPLE_COMMIT, _S.EMPTY): _H.STORE_OFFSETS,
-    (_K.SIMPLE_COMMIT, _S.PREPARING_REBALANCE): _C.UNKNOWN_MEMBER_ID,
-    (_K.SIMPLE_COMMIT, _S.COMPLETING_REBALANCE): _C.UNKNOWN_MEMBER_ID,
-    (_K.SIMPLE_COMMIT, _S.STABLE): _C.UNKNOWN_MEMBER_ID,
-    (_K.SIMPLE_COMMIT, _S.DEAD): _H.STORE_OFFSETS,  # the group is created, Empty
-    (_K.DESCRIBE, _S.EMPTY): _H.DESCRIBE_MEMBERS_ONLY,
-    (_K.DESCRIBE, _S.PREPARING_REBALANCE): _H.DESCRIBE_MEMBERS_ONLY,
-    (_K.DESCRIBE, _S.COMPLETING_REBALANCE): _H.DESCRIBE_MEMBERS_ONLY,
-    (_K.DESCRIBE, _S.STABLE): _H.DESCRIBE_IN_FULL,
-    (_K.DESCRIBE, _S.DEAD): _H.DESCRIBE_AS_DEAD,
-    (_K.DELETE, _S.EMPTY): _H.DELETE_GROUP,
-    (_K.DELETE, _S.PREPARING_REBALANCE): _C.NON_EMPTY_GROUP,
-    (_K.DELETE, _S.COMPLETING_REBALANCE): _C.NON_EMPTY_GROUP,
-    (_K.DELETE, _S.STABLE): _C.NON_EMPTY_GROUP,
-    (_K.DELETE, _S.DEAD): _C.GROUP_ID_NOT_FOUND,
-}
-
-
-class NewMemberRule(enum.Enum):
-    """What a JoinGroup with an empty member id does (the :data:`NEW_MEMBER_RULES` outcomes)."""
-
-    REPLACE_STATIC_MEMBER = "the new id takes over the instance's old member (which is fenced)"
-    ADD_STATIC_MEMBER = "add the member under its instance id and rebalance"
-    REQUIRE_MEMBER_ID = "make the id a pending member, answer MEMBER_ID_REQUIRED with it"
-    ADD_DYNAMIC_MEMBER = "add the member and rebalance"
-
-
-#: (has a group_instance_id, the instance is known, JoinGroup v4+) → rule.  None: either value.
-NEW_MEMBER_RULES: Sequence[Tuple[bool, Optional[bool], Optional[bool], NewMemberRule]] = (
-    (True, True, None, NewMemberRule.REPLACE_STATIC_MEMBER),
-    (True, False, None, NewMemberRule.ADD_STATIC_MEMBER),
-    (False, None, True, NewMemberRule.REQUIRE_MEMBER_ID),
-    (False, None, False, NewMemberRule.ADD_DYNAMIC_MEMBER),
-)
-
-
-class Check(enum.Enum):
-    """One pre-check the coordinator runs (the value describes what must hold); :data:`CHECK_ERRORS` gives its code."""
-
-    COORDINATOR_ACTIVE = "the coordinator is running"
-    GROUP_ID_VALID = "group_id is not empty"
-    GROUP_OWNED = "this broker coordinates the group"
-    GROUP_LOADED = "the group's metadata is loaded"
-    GROUP_LOADED_OR_BLIND_OK = "the group's metadata is loaded (else Heartbeat answers NONE blindly)"
-    SESSION_TIMEOUT_IN_RANGE = "min session timeout <= session_timeout <= max"
-    GROUP_KNOWN_OR_NEW_MEMBER = "the group exists, or the member is new"
-    GROUP_KNOWN = "the group exists"
-    GROUP_HAS_ROOM = "the member is known, or the group is below group_max_size"
-    GROUP_KNOWN_OR_NO_GENERATION = "the group exists, or the commit names no generation (else it is from an old one)"
-    PROTOCOL_CONSISTENT = "same protocol_type, and a protocol every member supports"
-    INSTANCE_KNOWN = "group_instance_id, if given, belongs to the group"
-    INSTANCE_NOT_FENCED = "group_instance_id, if given, maps to this member_id"
-    MEMBER_KNOWN = "member_id belongs to the group"
-    GENERATION_CURRENT = "the generation is the group's current one"
-    SYNC_PROTOCOL_MATCHES = "SyncGroup v5's protocol type and name, if given, are the group's"
-    STATE = "look the request up in RESPONSES"
-
-    @property
-    def error_code(self) -> ErrorCode:
-        """The code answered when this check fails."""
-        return CHECK_ERRORS[self]
-
-
-_X = Check
-
-#: check → the code answered when it fails (STATE answers whatever RESPONSES says).
-CHECK_ERRORS: Mapping[Check, ErrorCode] = {
-    _X.COORDINATOR_ACTIVE: _C.GROUP_COORDINATOR_NOT_AVAILABLE,
-    _X.GROUP_ID_VALID: _C.INVALID_GROUP_ID,
-    _X.GROUP_OWNED: _C.NOT_COORDINATOR_FOR_GROUP,
-    _X.GROUP_LOADED: _C.GROUP_LOAD_IN_PROGRESS,
-    _X.GROUP_LOADED_OR_BLIND_OK: _C.NONE,
-    _X.SESSION_TIMEOUT_IN_RANGE: _C.INVALID_SESSION_TIMEOUT,
-    _X.GROUP_KNOWN_OR_NEW_MEMBER: _C.UNKNOWN_MEMBER_ID,
-    _X.GROUP_KNOWN: _C.UNKNOWN_MEMBER_ID,
-    _X.GROUP_HAS_ROOM: _C.GROUP_MAX_SIZE_REACHED,
-    _X.GROUP_KNOWN_OR_NO_GENERATION: _C.ILLEGAL_GENERATION,
-    _X.PROTOCOL_CONSISTENT: _C.INCONSISTENT_GROUP_PROTOCOL,
-    _X.INSTANCE_KNOWN: _C.UNKNOWN_MEMBER_ID,
-    _X.INSTANCE_NOT_FENCED: _C.FENCED_INSTANCE_ID,
-    _X.MEMBER_KNOWN: _C.UNKNOWN_MEMBER_ID,
-    _X.GENERATION_CURRENT: _C.ILLEGAL_GENERATION,
-    _X.SYNC_PROTOCOL_MATCHES: _C.INCONSISTENT_GROUP_PROTOCOL,
-    _X.STATE: _C.UNKNOWN,
-}
-_COMMON = (_X.COORDINATOR_ACTIVE, _X.GROUP_OWNED, _X.GROUP_LOADED)
-_MEMBER = (_X.INSTANCE_KNOWN, _X.INSTANCE_NOT_FENCED, _X.MEMBER_KNOWN)
-
-#: API → its checks in Kafka's order.  A known member's JoinGroup runs the member checks before STATE;
-#: a new member's skips them (and a pending member counts as new).
-CHECKS: Mapping[str, Tuple[Check, ...]] = {
-    "join_group": (
-        _X.COORDINATOR_ACTIVE, _X.GROUP_ID_VALID, _X.GROUP_OWNED, _X.GROUP_LOADED,
-        _X.SESSION_TIMEOUT_IN_RANGE, _X.GROUP_KNOWN_OR_NEW_MEMBER, _X.GROUP_HAS_ROOM, _X.PROTOCOL_CONSISTENT,
-        *_MEMBER, _X.STATE,
-    ),
-    "sync_group": (
-        _X.COORDINATOR_ACTIVE, _X.GROUP_OWNED, _X.GROUP_KNOWN, *_MEMBER, _X.GENERATION_CURRENT,
-        _X.SYNC_PROTOCOL_MATCHES, _X.STATE,
-    ),
-    "heartbeat": (
-        _X.COORDINATOR_ACTIVE, _X.GROUP_OWNED, _X.GROUP_LOADED_OR_BLIND_OK, _X.GROUP_KNOWN, *_MEMBER,
-        _X.GENERATION_CURRENT, _X.STATE,
-    ),
-    "leave_group": _COMMON + _MEMBER,
-    "commit_offsets": _COMMON + (_X.GROUP_KNOWN_OR_NO_GENERATION, *_MEMBER, _X.GENERATION_CURRENT, _X.STATE),
-    "simple_commit": _COMMON + (_X.STATE,),
-    "fetch_offsets": _COMMON,
-    "describe_groups": _COMMON + (_X.STATE,),
-    "delete_groups": _COMMON + (_X.STATE,),
-    "delete_offsets": _COMMON + (_X.GROUP_KNOWN,),
-}
-
-_API_KIND: Mapping[str, RequestKind] = {
-    "sync_group": _K.SYNC,
-    "heartbeat": _K.HEARTBEAT,
-    "commit_offsets": _K.OFFSET_COMMIT,
-    "simple_commit": _K.SIMPLE_COMMIT,
-    "describe_groups": _K.DESCRIBE,
-    "delete_groups": _K.DELETE,
-}
-
-#: Request class → the (lowest, highest) version the coordinator answers.  OffsetCommit v0 and
-#: OffsetFetch v0 are not here: those offsets lived in ZooKeeper, outside group management (the mock
-#: broker answers them itself, so it advertises both APIs from v0).
-SERVED_VERSIONS: Mapping[type, Tuple[int, int]] = {
-    JoinGroupRequest: (0, 9),
-    SyncGroupRequest: (0, 5),
-    HeartbeatRequest: (0, 4),
-    LeaveGroupRequest: (0, 5),
-    OffsetCommitRequest: (1, 9),
-    OffsetFetchRequest: (1, 9),
-    DescribeGroupsRequest: (0, 5),
-    ListGroupsRequest: (0, 5),
-    DeleteGroupsRequest: (0, 2),
-    OffsetDeleteRequest: (0, 0),
-}
 
 #: The ``authorized_operations`` of a described group when asked for (v3+) and no authorizer runs:
 #: READ (3), DELETE (6) and DESCRIBE (8), one bit each.
@@ -508,7 +202,6 @@ class _Member:
 class _Group:
     group_id: str
     protocol_type: str
-    state: GroupState = GroupState.EMPTY
     generation_id: int = 0
     leader_id: Optional[str] = None
     protocol: str = ""
@@ -519,11 +212,19 @@ class _Group:
     pending: Dict[str, int] = field(default_factory=dict)
     join_deadline_ms: Optional[int] = None
 
-    def transition(self, event: GroupEvent) -> None:
-        try:
-            self.state = TRANSITIONS[(self.state, event)]
-        except KeyError:
-            raise ProtocolError(f"group {self.group_id!r}: no transition for {event.name} in {self.state.value}")
+    machine: StateMachine[GroupState, CoordinatorEvent] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.machine = StateMachine(
+            TRANSITIONS, GroupState.EMPTY, f"group {self.group_id!r}",
+            lambda state, event: f"group {self.group_id!r}: no transition for {event.name} in {state.value}")
+
+    @property
+    def state(self) -> GroupState:
+        return self.machine.state
+
+    def transition(self, event: CoordinatorEvent) -> None:
+        self.machine.fire(event)
 
     def candidate_protocols(self, members: Optional[Iterable[_Member]] = None) -> List[str]:
         """Protocols every member supports, in the leader's preference order."""
@@ -577,7 +278,7 @@ class _Group:
 class _Call:
     """One incoming request, with the fields the checks look at."""
 
-    api: str
+    api: type  # the request class, as CHECKS and REQUEST_KINDS key it
     reply_to: object
     group_id: str
     member_id: str = ""
@@ -595,9 +296,11 @@ class _Call:
 _Verdict = Union[ErrorCode, Handling, None]
 
 
-def _join_error(code: ErrorCode, member_id: str) -> JoinGroupResponse:
-    """A failed JoinGroup: no generation (Kafka answers 0 here up to v6, not the field's default −1), no leader."""
-    return JoinGroupResponse(error_code=code, generation_id=0, protocol_name="", member_id=member_id)
+def _join_error(code: ErrorCode, member_id: str, version: int) -> JoinGroupResponse:
+    """A failed JoinGroup: no generation (−1 in every version, as Kafka 3.9 and 4.1 answer; 0.9 said 0),
+    no leader, and no protocol name (null where the field is nullable, from v7)."""
+    return JoinGroupResponse(error_code=code, generation_id=-1, protocol_name=None if version >= 7 else "",
+                             member_id=member_id)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -658,7 +361,7 @@ class GroupCoordinator:
         self._advance(now_ms)
         v = api_version
         if isinstance(request, JoinGroupRequest):
-            call = _Call("join_group", reply_to, request.group_id, request.member_id, api_version=v,
+            call = _Call(JoinGroupRequest, reply_to, request.group_id, request.member_id, api_version=v,
                          group_instance_id=request.group_instance_id if v >= 5 else None,
                          session_timeout_ms=request.session_timeout_ms,
                          rebalance_timeout_ms=request.rebalance_timeout_ms if v >= 1 else request.session_timeout_ms,
@@ -666,14 +369,14 @@ class GroupCoordinator:
                          protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols))
             self._run(call, lambda: self._apply_join(call, client_id, client_host))
         elif isinstance(request, SyncGroupRequest):
-            call = _Call("sync_group", reply_to, request.group_id, request.member_id, request.generation_id, v,
+            call = _Call(SyncGroupRequest, reply_to, request.group_id, request.member_id, request.generation_id, v,
                          group_instance_id=request.group_instance_id if v >= 3 else None,
                          protocol_type=request.protocol_type if v >= 5 else None,
                          protocol_name=request.protocol_name if v >= 5 else None)
             assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
             self._run(call, lambda: self._apply_sync(call, assignments))
         elif isinstance(request, HeartbeatRequest):
-            call = _Call("heartbeat", reply_to, request.group_id, request.member_id, request.generation_id, v,
+            call = _Call(HeartbeatRequest, reply_to, request.group_id, request.member_id, request.generation_id, v,
                          group_instance_id=request.group_instance_id if v >= 3 else None)
             self._run(call, lambda: self._apply_heartbeat(call))
         elif isinstance(request, LeaveGroupRequest):
@@ -721,7 +424,7 @@ class GroupCoordinator:
             for member in group.members.values():
                 self._answer_join_error(member, _C.NOT_COORDINATOR_FOR_GROUP)
                 self._answer_sync(group, member, _C.NOT_COORDINATOR_FOR_GROUP)
-            group.transition(_E.UNLOADED)
+            group.transition(CoordinatorEvent.UNLOADED)
             del self._groups[group_id]
         self._offsets.drop_group(group_id)
         return self._take_replies()
@@ -790,7 +493,7 @@ class GroupCoordinator:
         for group in list(self._groups.values()):
             if (group.state is GroupState.EMPTY and not group.members and not group.pending
                     and not self._offsets.has_offsets(group.group_id)):
-                group.transition(GroupEvent.REMOVED)
+                group.transition(CoordinatorEvent.REMOVED)
                 del self._groups[group.group_id]
 
     # ---------------------------------------------------------------- checks
@@ -798,51 +501,34 @@ class GroupCoordinator:
     def _check(self, call: _Call) -> _Verdict:
         """Run the API's checks; an ErrorCode answers the call, a Handling (or None) proceeds."""
         group = self._groups.get(call.group_id)
-        # A pending id is a new member only without an instance id (Kafka fails internally on one with it;
-        # here the member checks judge it, so an instance never gets a second member).
-        new_member = call.api == "join_group" and (call.member_id == "" or (
-            group is not None and call.member_id in group.pending and call.group_instance_id is None))
+        kind = self._kind(call, group)
+        skipped = SKIPPED_CHECKS.get(kind, frozenset()) if kind is not None else frozenset()
         for check in CHECKS[call.api]:
-            if new_member and check in _MEMBER:
+            if check in skipped:
                 continue
             if check is Check.STATE:
-                kind = (RequestKind.JOIN_NEW_MEMBER if new_member else RequestKind.JOIN_KNOWN_MEMBER) \
-                    if call.api == "join_group" else _API_KIND[call.api]
+                assert kind is not None, call.api
                 return RESPONSES[(kind, group.state if group else GroupState.DEAD)]
             if not self._passes(check, call, group):
                 return check.error_code
         return None
 
+    @staticmethod
+    def _kind(call: _Call, group: Optional[_Group]) -> Optional[RequestKind]:
+        """How RESPONSES sees the call (REQUEST_KINDS, and the two classes that split on the request)."""
+        if call.api is JoinGroupRequest:
+            # A pending id is a new member only without an instance id (Kafka fails internally on one with
+            # it; here the member checks judge it, so an instance never gets a second member).
+            new = call.member_id == "" or (
+                group is not None and call.member_id in group.pending and call.group_instance_id is None)
+            return RequestKind.JOIN_NEW_MEMBER if new else RequestKind.JOIN_KNOWN_MEMBER
+        if call.api is OffsetCommitRequest:
+            simple = call.generation_id < 0 and call.member_id == "" and call.group_instance_id is None
+            return RequestKind.SIMPLE_COMMIT if simple else RequestKind.OFFSET_COMMIT
+        return REQUEST_KINDS.get(call.api)
+
     def _passes(self, check: Check, call: _Call, group: Optional[_Group]) -> bool:
-        member = group.members.get(call.member_id) if group else None
-        cfg = self.config
-        instance = call.group_instance_id
-        tests: Dict[Check, Callable[[], bool]] = {
-            Check.COORDINATOR_ACTIVE: lambda: self.active,
-            Check.GROUP_ID_VALID: lambda: bool(call.group_id),
-            Check.GROUP_OWNED: lambda: self._owns_group(call.group_id),
-            Check.GROUP_LOADED: lambda: not self._is_loading(call.group_id),
-            Check.GROUP_LOADED_OR_BLIND_OK: lambda: not self._is_loading(call.group_id),
-            Check.SESSION_TIMEOUT_IN_RANGE: lambda: (
-                cfg.min_session_timeout_ms <= call.session_timeout_ms <= cfg.max_session_timeout_ms
-            ),
-            Check.GROUP_KNOWN_OR_NEW_MEMBER: lambda: group is not None or call.member_id == "",
-            Check.GROUP_KNOWN: lambda: group is not None,
-            Check.GROUP_HAS_ROOM: lambda: self._has_room(call, group),
-            Check.GROUP_KNOWN_OR_NO_GENERATION: lambda: group is not None or call.generation_id < 0,
-            Check.PROTOCOL_CONSISTENT: lambda: self._protocol_consistent(call, group),
-            Check.INSTANCE_KNOWN: lambda: instance is None or (group is not None and instance in group.static_members),
-            Check.INSTANCE_NOT_FENCED: lambda: (
-                instance is None or group is None or group.static_members.get(instance) == call.member_id
-            ),
-            Check.MEMBER_KNOWN: lambda: member is not None,
-            Check.GENERATION_CURRENT: lambda: group is not None and call.generation_id == group.generation_id,
-            Check.SYNC_PROTOCOL_MATCHES: lambda: group is not None and (
-                (call.protocol_type is None or call.protocol_type == group.protocol_type)
-                and (call.protocol_name is None or call.protocol_name == group.protocol)
-            ),
-        }
-        return tests[check]()
+        return _CHECK_TESTS[check](self, call, group)
 
     def _has_room(self, call: _Call, group: Optional[_Group]) -> bool:
         limit = self.config.group_max_size
@@ -865,12 +551,12 @@ class GroupCoordinator:
         return group.protocol_type == call.protocol_type and bool(set(names) & set(group.candidate_protocols()))
 
     def _answer_error(self, call: _Call, code: ErrorCode) -> None:
-        if call.api == "join_group":
-            self._reply(call.reply_to, _join_error(code, call.member_id))
-        elif call.api == "sync_group":
+        if call.api is JoinGroupRequest:
+            self._reply(call.reply_to, _join_error(code, call.member_id, call.api_version))
+        elif call.api is SyncGroupRequest:
             self._reply(call.reply_to, SyncGroupResponse(error_code=code))
         else:
-            assert call.api == "heartbeat", call.api
+            assert call.api is HeartbeatRequest, call.api
             self._reply(call.reply_to, HeartbeatResponse(error_code=code))
 
     # ---------------------------------------------------------------- JoinGroup
@@ -920,12 +606,12 @@ class GroupCoordinator:
         prefix = call.group_instance_id if call.group_instance_id is not None else client_id
         member_id = f"{prefix}-{self._member_id_suffix()}"
         if member_id in group.members or member_id in group.pending:
-            raise ProtocolError(f"member id generator repeated {member_id!r}")
+            raise LocalProtocolError(f"member id generator repeated {member_id!r}")
         if rule is NewMemberRule.REPLACE_STATIC_MEMBER:
             self._replace_static_member(group, call, member_id)
         elif rule is NewMemberRule.REQUIRE_MEMBER_ID:
             group.pending[member_id] = self._now() + call.session_timeout_ms
-            self._reply(call.reply_to, _join_error(_C.MEMBER_ID_REQUIRED, member_id))
+            self._reply(call.reply_to, _join_error(_C.MEMBER_ID_REQUIRED, member_id, call.api_version))
         else:
             self._add_member(group, call, member_id, client_id, client_host)
 
@@ -999,7 +685,7 @@ class GroupCoordinator:
             for member in group.members.values():
                 member.assignment = b""
                 self._answer_sync(group, member, _C.REBALANCE_IN_PROGRESS)
-        group.transition(GroupEvent.REBALANCE_NEEDED)
+        group.transition(CoordinatorEvent.REBALANCE_NEEDED)
         self._schedule_join_deadline(group)
 
     def _schedule_join_deadline(self, group: _Group) -> None:
@@ -1025,13 +711,13 @@ class GroupCoordinator:
         group.generation_id += 1
         if not group.members:
             group.protocol = ""
-            group.transition(GroupEvent.JOIN_COMPLETED_EMPTY)
+            group.transition(CoordinatorEvent.JOIN_COMPLETED_EMPTY)
             return
         leader = group.members.get(group.leader_id or "")
         if leader is None or leader.parked_join is None:
             group.leader_id = joined[0].member_id
         group.protocol = group.select_protocol()
-        group.transition(GroupEvent.JOIN_COMPLETED)
+        group.transition(CoordinatorEvent.JOIN_COMPLETED)
         leader_view = group.member_metadata()
         for member in joined:
             parked, member.parked_join = member.parked_join, None
@@ -1043,7 +729,7 @@ class GroupCoordinator:
     def _answer_join_error(self, member: _Member, code: ErrorCode) -> None:
         if member.parked_join is not None:
             parked, member.parked_join = member.parked_join, None
-            self._reply(parked.reply_to, _join_error(code, member.member_id))
+            self._reply(parked.reply_to, _join_error(code, member.member_id, parked.api_version))
 
     # ---------------------------------------------------------------- SyncGroup
 
@@ -1058,7 +744,7 @@ class GroupCoordinator:
         if member.member_id == group.leader_id:
             for other in group.members.values():
                 other.assignment = assignments.get(other.member_id, b"")  # missing members get nothing
-            group.transition(GroupEvent.ASSIGNMENT_STORED)
+            group.transition(CoordinatorEvent.ASSIGNMENT_STORED)
             for other in group.members.values():
                 if self._answer_sync(group, other, _C.NONE):
                     self._refresh_session(other)
@@ -1094,7 +780,7 @@ class GroupCoordinator:
             identities = [(m.member_id, m.group_instance_id) for m in request.members]
         else:
             identities = [(request.member_id, None)]
-        call = _Call("leave_group", reply_to, request.group_id, api_version=version)
+        call = _Call(LeaveGroupRequest, reply_to, request.group_id, api_version=version)
         top = next((c.error_code for c in _COMMON if not self._passes(c, call, None)), None)
         results: List[ErrorCode] = []
         if top is None:
@@ -1120,7 +806,7 @@ class GroupCoordinator:
             del group.pending[member_id]
             self._try_complete_join(group)
             return _C.NONE
-        call = _Call("leave_group", None, group.group_id, member_id, group_instance_id=instance)
+        call = _Call(LeaveGroupRequest, None, group.group_id, member_id, group_instance_id=instance)
         for check in _MEMBER:
             if not self._passes(check, call, group):
                 return check.error_code
@@ -1160,7 +846,7 @@ class GroupCoordinator:
 
     def _advance(self, now_ms: int) -> None:
         if self._now_ms is not None and now_ms < self._now_ms:
-            raise ProtocolError(f"clock went backwards: {now_ms} < {self._now_ms}")
+            raise LocalProtocolError(f"clock went backwards: {now_ms} < {self._now_ms}")
         while True:
             due = [timer for timer in self._timers() if timer[0] <= now_ms]
             if not due:
@@ -1182,8 +868,7 @@ class GroupCoordinator:
 
     def _commit(self, reply_to: object, request: OffsetCommitRequest, version: int) -> None:
         instance = request.group_instance_id if version >= 7 else None
-        simple = request.generation_id_or_member_epoch < 0 and request.member_id == "" and instance is None
-        call = _Call("simple_commit" if simple else "commit_offsets", reply_to, request.group_id,
+        call = _Call(OffsetCommitRequest, reply_to, request.group_id,
                      request.member_id, request.generation_id_or_member_epoch, version, group_instance_id=instance)
         # v2-v4 carry a retention time; v1's partitions carry a commit timestamp.
         retention_ms = request.retention_time_ms if 2 <= version <= 4 else -1
@@ -1257,8 +942,8 @@ class GroupCoordinator:
         self, group_id: str, wanted: Optional[List[Tuple[str, int]]],
     ) -> Tuple[ErrorCode, Dict[Tuple[str, int], Tuple[int, int, Optional[str], ErrorCode]]]:
         """(group error, (topic, partition) → (offset, leader epoch, metadata, error)); −1/"" when absent."""
-        call = _Call("fetch_offsets", None, group_id)
-        error = next((c.error_code for c in CHECKS["fetch_offsets"] if not self._passes(c, call, None)), None)
+        call = _Call(OffsetFetchRequest, None, group_id)
+        error = next((c.error_code for c in CHECKS[OffsetFetchRequest] if not self._passes(c, call, None)), None)
         stored = self._offsets.partitions(group_id)
         partitions = list(stored) if wanted is None else wanted
         if error is not None:
@@ -1272,9 +957,9 @@ class GroupCoordinator:
 
     def _delete_offsets(self, reply_to: object, request: OffsetDeleteRequest) -> None:
         """OffsetDelete: allowed in an Empty group, and for topics a consumer group does not subscribe to."""
-        call = _Call("delete_offsets", reply_to, request.group_id)
+        call = _Call(OffsetDeleteRequest, reply_to, request.group_id)
         group = self._groups.get(request.group_id)
-        failed = next((c for c in CHECKS["delete_offsets"] if not self._passes(c, call, group)), None)
+        failed = next((c for c in CHECKS[OffsetDeleteRequest] if not self._passes(c, call, group)), None)
         if failed is not None:
             code = _C.GROUP_ID_NOT_FOUND if failed is Check.GROUP_KNOWN else failed.error_code
             self._reply(reply_to, OffsetDeleteResponse(error_code=code))
@@ -1304,7 +989,7 @@ class GroupCoordinator:
     def _describe(self, group_id: str, include_operations: bool) -> DescribeGroupsResponse.DescribedGroup:
         Group = DescribeGroupsResponse.DescribedGroup
         operations = GROUP_AUTHORIZED_OPERATIONS if include_operations else _OPERATIONS_NOT_REQUESTED
-        call = _Call("describe_groups", None, group_id)
+        call = _Call(DescribeGroupsRequest, None, group_id)
         group = self._groups.get(group_id)
         verdict = self._check(call)
         if isinstance(verdict, ErrorCode):
@@ -1344,10 +1029,51 @@ class GroupCoordinator:
 
     def _delete_group(self, group_id: str) -> DeleteGroupsResponse.DeletableGroupResult:
         Result = DeleteGroupsResponse.DeletableGroupResult
-        verdict = self._check(_Call("delete_groups", None, group_id))
+        verdict = self._check(_Call(DeleteGroupsRequest, None, group_id))
         if isinstance(verdict, ErrorCode):
             return Result(group_id=group_id, error_code=verdict)
         group = self._groups.pop(group_id)
-        group.transition(GroupEvent.REMOVED)
+        group.transition(CoordinatorEvent.REMOVED)
         self._offsets.drop_group(group_id)
         return Result(group_id=group_id, error_code=_C.NONE)
+
+
+def _instance_known(call: _Call, group: Optional[_Group]) -> bool:
+    instance = call.group_instance_id
+    return instance is None or (group is not None and instance in group.static_members)
+
+
+def _instance_not_fenced(call: _Call, group: Optional[_Group]) -> bool:
+    instance = call.group_instance_id
+    return instance is None or group is None or group.static_members.get(instance) == call.member_id
+
+
+def _sync_protocol_matches(call: _Call, group: Optional[_Group]) -> bool:
+    return group is not None and ((call.protocol_type is None or call.protocol_type == group.protocol_type)
+                                  and (call.protocol_name is None or call.protocol_name == group.protocol))
+
+
+def _session_timeout_in_range(coordinator: GroupCoordinator, call: _Call) -> bool:
+    config = coordinator.config
+    return config.min_session_timeout_ms <= call.session_timeout_ms <= config.max_session_timeout_ms
+
+
+#: Check → its test (coordinator, call, group or None) → whether it holds; built once.
+_CHECK_TESTS: Mapping[Check, Callable[[GroupCoordinator, _Call, Optional[_Group]], bool]] = {
+    Check.COORDINATOR_ACTIVE: lambda c, call, group: c.active,
+    Check.GROUP_ID_VALID: lambda c, call, group: bool(call.group_id),
+    Check.GROUP_OWNED: lambda c, call, group: c._owns_group(call.group_id),
+    Check.GROUP_LOADED: lambda c, call, group: not c._is_loading(call.group_id),
+    Check.GROUP_LOADED_OR_BLIND_OK: lambda c, call, group: not c._is_loading(call.group_id),
+    Check.SESSION_TIMEOUT_IN_RANGE: lambda c, call, group: _session_timeout_in_range(c, call),
+    Check.GROUP_KNOWN_OR_NEW_MEMBER: lambda c, call, group: group is not None or call.member_id == "",
+    Check.GROUP_KNOWN: lambda c, call, group: group is not None,
+    Check.GROUP_HAS_ROOM: lambda c, call, group: c._has_room(call, group),
+    Check.GROUP_KNOWN_OR_NO_GENERATION: lambda c, call, group: group is not None or call.generation_id < 0,
+    Check.PROTOCOL_CONSISTENT: lambda c, call, group: c._protocol_consistent(call, group),
+    Check.INSTANCE_KNOWN: lambda c, call, group: _instance_known(call, group),
+    Check.INSTANCE_NOT_FENCED: lambda c, call, group: _instance_not_fenced(call, group),
+    Check.MEMBER_KNOWN: lambda c, call, group: group is not None and call.member_id in group.members,
+    Check.GENERATION_CURRENT: lambda c, call, group: group is not None and call.generation_id == group.generation_id,
+    Check.SYNC_PROTOCOL_MATCHES: lambda c, call, group: _sync_protocol_matches(call, group),
+}

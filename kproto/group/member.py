@@ -53,7 +53,7 @@ member id and generation and gives its partitions up without committing (they ar
 reassigns them, and a commit from a member that left would be refused).  It then waits in ``LEFT`` until
 :meth:`GroupMember.rejoin` (the application polled again) sends it back to discovery and a fresh join.
 
-**Errors** are the :data:`REACTIONS` table (API × error code → reaction).  Losing the coordinator
+**Errors** are the :data:`REACTIONS` table (request class × error code → reaction).  Losing the coordinator
 (GROUP_COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR_FOR_GROUP, a lost connection, or no successful
 heartbeat for a whole session timeout) sends the member back to discovery *without* revoking its
 partitions: the application keeps fetching, and the coordinator decides on rediscovery whether the
@@ -74,6 +74,8 @@ import enum
 import itertools
 from dataclasses import dataclass
 from typing import (
+    Any,
+    Callable,
     Dict,
     List,
     Mapping,
@@ -86,10 +88,11 @@ from typing import (
 )
 
 from kproto import ErrorCode
-from kproto.errors import ProtocolError
+from kproto.errors import LocalProtocolError, RemoteProtocolError
 from kproto.group.assignors import ASSIGNORS, AssignorFunction
 from kproto.group.consumer_codec import ConsumerProtocolCodec
 from kproto.message_base import Message
+from kproto.state_machine import StateMachine
 from kproto.messages import (
     GroupCoordinatorRequest,
     GroupCoordinatorResponse,
@@ -176,7 +179,8 @@ _E = MemberEvent
 _ACTIVE = (_S.DISCOVERING, _S.PREPARING_REJOIN, _S.JOINING, _S.AWAITING_METADATA, _S.SYNCING, _S.STABLE)
 _TALKING = (_S.PREPARING_REJOIN, _S.JOINING, _S.AWAITING_METADATA, _S.SYNCING, _S.STABLE)
 
-#: state × event → next state.  Missing pairs are illegal (a ProtocolError, i.e. a bug).
+#: state × event → next state.  Missing pairs are illegal (a LocalProtocolError, i.e. a bug); the table
+#: is applied by :class:`kproto.state_machine.StateMachine`.
 TRANSITIONS: Mapping[Tuple[MemberState, MemberEvent], MemberState] = {
     (_S.UNJOINED, _E.START): _S.DISCOVERING,
     (_S.DISCOVERING, _E.RESUME): _S.STABLE,
@@ -221,21 +225,22 @@ _MEMBERSHIP_GONE = {
     _C.UNKNOWN_MEMBER_ID: _R.RESET_MEMBER_ID_AND_REJOIN,
 }
 
-#: API → {error code → reaction}.  A code not listed gets the API's entry under ErrorCode.UNKNOWN.
-REACTIONS: Mapping[str, Mapping[ErrorCode, Reaction]] = {
-    "group_coordinator": {_C.GROUP_AUTHORIZATION_FAILED: _R.FAIL, _C.UNKNOWN: _R.RETRY},
-    "join_group": {
+#: Request class → {error code → reaction}.  A code not listed gets the API's entry under ErrorCode.UNKNOWN.
+REACTIONS: Mapping[Type[Message], Mapping[ErrorCode, Reaction]] = {
+    GroupCoordinatorRequest: {_C.GROUP_AUTHORIZATION_FAILED: _R.FAIL, _C.UNKNOWN: _R.RETRY},
+    JoinGroupRequest: {
         **_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.GROUP_LOAD_IN_PROGRESS: _R.RETRY,
         _C.MEMBER_ID_REQUIRED: _R.REJOIN_WITH_GIVEN_ID, _C.UNKNOWN: _R.FAIL,
     },
-    "sync_group": {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.FAIL},
-    "heartbeat": {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.FAIL},
-    "offset_commit": {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.REPORT},
+    SyncGroupRequest: {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.FAIL},
+    HeartbeatRequest: {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.FAIL},
+    OffsetCommitRequest: {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.REPORT},
 }
 
 
 def _reaction(api: str, code: int) -> Reaction:
-    table = REACTIONS[api]
+    """The reaction to ``code`` answering the request the member knows as ``api``."""
+    table = REACTIONS[REQUEST_VERSIONS[api][0]]
     return table.get(ErrorCode(code), table[_C.UNKNOWN])
 
 
@@ -440,7 +445,8 @@ class GroupMember:
         self.versions: Dict[str, int] = choose_versions(api_versions)
         self._codec: ConsumerCodec = codec if codec is not None else ConsumerProtocolCodec()
         self._assignors = assignors
-        self.state = MemberState.UNJOINED
+        self._machine: StateMachine[MemberState, MemberEvent] = StateMachine(
+            TRANSITIONS, MemberState.UNJOINED, "member")
         self.member_id = ""
         self.generation_id = -1
         self.leader_id = ""
@@ -464,6 +470,11 @@ class GroupMember:
 
     # ---------------------------------------------------------------- inputs
 
+    @property
+    def state(self) -> MemberState:
+        """Where the member stands (moved only through :data:`TRANSITIONS`)."""
+        return self._machine.state
+
     def set_api_versions(self, api_versions: Optional[Mapping[int, int]]) -> None:
         """Use these negotiated versions (None: the 0.9 ones) for every request from now on."""
         self.versions = choose_versions(api_versions)
@@ -482,19 +493,10 @@ class GroupMember:
             return []
         expected = REQUEST_VERSIONS[pending.api][2]
         if not isinstance(response, expected):
-            raise ProtocolError(f"request {request_id} ({pending.api}) answered by {type(response).__name__}, "
+            raise RemoteProtocolError(f"request {request_id} ({pending.api}) answered by {type(response).__name__}, "
                                 f"not {expected.__name__}")
         del self._in_flight[request_id]
-        handlers = {
-            "group_coordinator": self._on_group_coordinator,
-            "join_group": self._on_join_group,
-            "sync_group": self._on_sync_group,
-            "heartbeat": self._on_heartbeat,
-            "offset_commit": self._on_offset_commit,
-            "offset_fetch": self._on_offset_fetch,
-            "leave_group": lambda pending, response: None,  # fire and forget
-        }
-        handlers[pending.api](pending, response)
+        _RESPONSE_HANDLERS[pending.api](self, pending, response)
         return self._take()
 
     def request_failed(self, request_id: int, now_ms: int) -> List[Action]:
@@ -532,7 +534,7 @@ class GroupMember:
         """Commit ``offsets`` (default: the positions of owned partitions) for the current generation."""
         self._set_time(now_ms)
         if self.state is not MemberState.STABLE:
-            raise ProtocolError(f"cannot commit in state {self.state.name}: no current generation")
+            raise LocalProtocolError(f"cannot commit in state {self.state.name}: no current generation")
         self._send_commit(self._owned_positions() if offsets is None else dict(offsets))
         return self._take()
 
@@ -595,7 +597,7 @@ class GroupMember:
         """
         self._set_time(now_ms)
         if self.coordinator is None or self.state not in _TALKING:
-            raise ProtocolError(f"cannot fetch offsets in state {self.state.name}: no coordinator")
+            raise LocalProtocolError(f"cannot fetch offsets in state {self.state.name}: no coordinator")
         by_topic: Dict[str, List[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
@@ -630,10 +632,7 @@ class GroupMember:
     # ---------------------------------------------------------------- transitions
 
     def _fire(self, event: MemberEvent) -> None:
-        try:
-            self.state = TRANSITIONS[(self.state, event)]
-        except KeyError:
-            raise ProtocolError(f"member: no transition for {event.name} in {self.state.name}")
+        self._machine.fire(event)
         self._retry_at_ms = None  # a pending retry belonged to the state being left
         self._enter(self.state)
 
@@ -887,9 +886,25 @@ class GroupMember:
 
     def _set_time(self, now_ms: int) -> None:
         if now_ms < self._now_ms:
-            raise ProtocolError(f"clock went backwards: {now_ms} < {self._now_ms}")
+            raise LocalProtocolError(f"clock went backwards: {now_ms} < {self._now_ms}")
         self._now_ms = now_ms
 
     def _take(self) -> List[Action]:
         actions, self._actions = self._actions, []
         return actions
+
+
+def _ignore_leave_response(member: GroupMember, pending: _InFlight, response: Message) -> None:
+    """LeaveGroup is fire and forget: its answer changes nothing."""
+
+
+#: API → the member's handler of its response (built once).
+_RESPONSE_HANDLERS: Mapping[str, Callable[[GroupMember, _InFlight, Any], None]] = {
+    "group_coordinator": GroupMember._on_group_coordinator,
+    "join_group": GroupMember._on_join_group,
+    "sync_group": GroupMember._on_sync_group,
+    "heartbeat": GroupMember._on_heartbeat,
+    "offset_commit": GroupMember._on_offset_commit,
+    "offset_fetch": GroupMember._on_offset_fetch,
+    "leave_group": _ignore_leave_response,
+}

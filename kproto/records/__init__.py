@@ -12,8 +12,13 @@ with gzip, snappy, lz4 and zstd.  The formats are described in ``docs/records.md
 The hot loops are compiled (``kproto._fast``) with a pure-Python twin; ``kproto._backend.BACKEND`` says
 which one runs.  The backend-bound names load on first use.  Both twins import the codecs
 (:mod:`kproto.records.compression`) and result classes (:mod:`kproto.records.decoded`) below them.
+
+A magic 0/1 message decodes to a :class:`LegacyRecord` (Kafka's name for it), a magic 2 record to a
+:class:`Record`.  ``kproto.records.Message``, its former name, still works and warns: ``Message`` is
+kproto's protocol message base (:class:`kproto.Message`).
 """
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns
@@ -24,7 +29,7 @@ __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "Batch",
     "DecodedRecords",
-    "Message",
+    "LegacyRecord",
     "MessageColumns",
     "MessageSet",
     "MessageSetCodec",
@@ -43,8 +48,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
-    from kproto.records.message_set import (
-        Message as Message,
+    from kproto.records.codec import (
+        LegacyRecord as LegacyRecord,
         MessageSetCodec as MessageSetCodec,
         Record as Record,
         decode_columns as decode_columns,
@@ -58,16 +63,20 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from kproto.records.segment import Segment as Segment, read_segment as read_segment
 
 _BACKEND_BOUND = {
-    "Message", "MessageSetCodec", "Record", "decode_columns", "decode_message_set", "decode_records",
+    "LegacyRecord", "MessageSetCodec", "Record", "decode_columns", "decode_message_set", "decode_records",
     "encode_control_batch", "encode_message_set", "encode_record_batch", "record_rows",
 }
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Message":
+        warnings.warn("kproto.records.Message is deprecated: the magic 0/1 record is kproto.records.LegacyRecord",
+                      DeprecationWarning, stacklevel=2)
+        name = "LegacyRecord"
     if name in _BACKEND_BOUND:
-        from kproto.records import message_set
+        from kproto.records import codec
 
-        return getattr(message_set, name)
+        return getattr(codec, name)
     if name in ("Segment", "read_segment"):
         from kproto.records import segment
 

@@ -1,6 +1,6 @@
 """Pure-Python message set codec: the twin of the Cython module ``kproto._fast._records``.
 
-Both modules expose the same names (``Message``, ``decode``, ``decode_columns``, ``encode_plain``) and must
+Both modules expose the same names (``LegacyRecord``, ``decode``, ``decode_columns``, ``encode_plain``) and must
 give the same results and raise the same error class at the same offset for the same input;
 ``tests/test_records_differential.py`` holds them to it.  :mod:`kproto._backend` picks one.
 
@@ -52,7 +52,7 @@ from kproto.records.format import (
 )
 
 __all__ = [
-    "Message", "Record", "crc32c", "decode", "decode_columns", "decode_record_columns", "decode_records", "encode_batch",
+    "LegacyRecord", "Record", "crc32c", "decode", "decode_columns", "decode_record_columns", "decode_records", "encode_batch",
     "encode_plain", "record_rows",
 ]
 
@@ -78,8 +78,8 @@ _MessageFields = namedtuple(
 )
 
 
-class Message(_MessageFields):
-    """One decoded message.
+class LegacyRecord(_MessageFields):
+    """One decoded magic 0/1 message (Kafka's ``LegacyRecord``; not a protocol message).
 
     ``key``/``value``: ``bytes`` or ``None`` (null and empty stay distinct); ``timestamp``: int for magic 1,
     ``None`` for magic 0; ``offset``: absolute; ``magic``; ``attributes``: the message's own attribute byte;
@@ -99,15 +99,15 @@ def _as_bytes(data: Any) -> bytes:
 
 
 def decode(data: Any, check_crc: bool, limit: int, check_inner_crc: bool = True) -> MessageSet:
-    """Decode a message set into :class:`Message` objects (see :func:`kproto.records.decode_message_set`)."""
-    messages: List[Message] = []
+    """Decode a message set into :class:`LegacyRecord` objects (see :func:`kproto.records.decode_message_set`)."""
+    messages: List[LegacyRecord] = []
     valid, partial = _decode_into(_as_bytes(data), messages, None, check_crc, [limit], False, None, check_inner_crc)
     return MessageSet(messages, valid, partial)
 
 
 def decode_columns(data: Any, check_crc: bool, limit: int) -> MessageColumns:
     """Decode a message set into columns (see :func:`kproto.records.decode_columns`)."""
-    messages: List[Message] = []
+    messages: List[LegacyRecord] = []
     crc_flags: List[bool] = []
     valid, partial = _decode_into(_as_bytes(data), messages, crc_flags, check_crc, [limit], False, None)
     key_data, key_bounds, key_null = _pack_binary([m.key for m in messages])
@@ -133,7 +133,7 @@ def decode_columns(data: Any, check_crc: bool, limit: int) -> MessageColumns:
 
 def _decode_into(
     buf: bytes,
-    out: List[Message],
+    out: List[LegacyRecord],
     crc_flags: Optional[List[bool]],
     check_crc: bool,
     budget: List[int],
@@ -151,7 +151,7 @@ def _decode_into(
     # Everything the loop touches is a local: one struct call reads the entry head and (magic 0) the key
     # length, attributes come unsigned (no masking), messages are built with tuple.__new__.
     head, ts_key, i32, crc32, append = _HEAD_KV.unpack_from, _TS_KEY.unpack_from, _I32.unpack_from, zlib.crc32, out.append
-    new, message, ts_kv = _new, Message, _TS_KV.unpack_from
+    new, message, ts_kv = _new, LegacyRecord, _TS_KV.unpack_from
     track = crc_flags is not None
     crc_ok = True
     last_head = n - 26  # a message starting after this cannot be complete (the smallest is 26 bytes)
@@ -254,7 +254,7 @@ def _decode_into(
 
 def _expand_wrapper(
     buf: bytes,
-    out: List[Message],
+    out: List[LegacyRecord],
     crc_flags: Optional[List[bool]],
     check_crc: bool,
     budget: List[int],
@@ -279,7 +279,7 @@ def _expand_wrapper(
         raise DecodeError(f"{name} wrapper message has a null value", value_pos - 4)
     raw = decompress(codec, value, magic=magic, limit=budget[0], position=value_pos)
     budget[0] -= len(raw)  # what the next wrappers of this call may still decompress
-    found: List[Message] = []
+    found: List[LegacyRecord] = []
     flags: Optional[List[bool]] = [] if crc_flags is not None else None
     try:
         valid, partial = _decode_into(raw, found, flags, check_crc, budget, True, name)
@@ -299,8 +299,8 @@ def _expand_wrapper(
 
 
 def _absolute_inner(
-    found: List[Message], entry: int, offset: int, attributes: int, timestamp: Optional[int]
-) -> List[Message]:
+    found: List[LegacyRecord], entry: int, offset: int, attributes: int, timestamp: Optional[int]
+) -> List[LegacyRecord]:
     """Magic 1: turn relative inner offsets absolute; LogAppendTime wrappers lend their timestamp."""
     last = found[-1].offset
     if offset == 0:  # some producers (older librdkafka) leave the wrapper at 0: inner offsets are used as they are
@@ -557,7 +557,7 @@ def _field_run(constants: Tuple[Any, ...], timestamps: bool, sequences: bool) ->
     return run
 
 
-def _legacy_records(messages: List[Message]) -> List[Record]:
+def _legacy_records(messages: List[LegacyRecord]) -> List[Record]:
     return [
         _new(Record, (m.offset, m.timestamp, m.key, m.value, (), m.magic, m.codec, m.timestamp_type,
                       -1, -1, -1, False, False, m.attributes))
@@ -606,7 +606,7 @@ def _legacy_batch(
     buf: bytes, pos: int, end: int, check_crc: bool, budget: List[int], check_inner_crc: bool = True
 ) -> Batch:
     """One magic 0/1 entry (a message, or a wrapper with its inner messages) as a batch."""
-    messages: List[Message] = []
+    messages: List[LegacyRecord] = []
     try:
         _decode_into(buf[pos:end], messages, None, check_crc, budget, False, None, check_inner_crc)
     except DecodeError as exc:

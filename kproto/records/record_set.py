@@ -61,13 +61,13 @@ class RecordSet:
 
     def decode(self, **options: Any) -> "MessageSet":
         """Decode magic 0/1 messages (see :func:`kproto.records.decode_message_set` for ``options``)."""
-        from kproto.records.message_set import decode_message_set
+        from kproto.records.codec import decode_message_set
 
         return decode_message_set(self._raw, **options)
 
     def records(self, **options: Any) -> "DecodedRecords":
         """Decode the records of any magic, 0, 1 or 2 mixed (see :func:`kproto.records.decode_records`)."""
-        from kproto.records.message_set import decode_records
+        from kproto.records.codec import decode_records
 
         return decode_records(self._raw, **options)
 
@@ -85,13 +85,13 @@ class RecordSet:
         **options: Any,
     ) -> "RecordSet":
         """Encode ``messages`` (see :func:`kproto.records.encode_message_set`) into a new record set."""
-        from kproto.records.message_set import encode_message_set
+        from kproto.records.codec import encode_message_set
 
         return cls(encode_message_set(messages, magic=magic, codec=codec, base_offset=base_offset, **options))
 
     @classmethod
     def from_records(cls, records: Iterable[Any], **options: Any) -> "RecordSet":
         """Encode ``records`` as one magic 2 batch (see :func:`kproto.records.encode_record_batch`)."""
-        from kproto.records.message_set import encode_record_batch
+        from kproto.records.codec import encode_record_batch
 
         return cls(encode_record_batch(records, **options))

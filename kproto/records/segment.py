@@ -52,7 +52,7 @@ class Segment:
 
     def _batches(self, stream: IO[bytes]) -> Iterator[Batch]:
         from kproto.errors import DecodeError
-        from kproto.records.message_set import decode_records
+        from kproto.records.codec import decode_records
 
         base = 0  # file offset of pending[0]
         pending = b""

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from kproto.schema.loader import SpecError, default_spec_dir, parse_spec_text
-from kproto.schema.versions import VersionRangeError, Versions
+from kproto.schema.version_ranges import VersionRangeError, Versions
 
 __all__ = ["BrokerRelease", "RELEASES_FILE", "load_releases", "release_sort_key"]
 

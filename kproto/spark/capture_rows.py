@@ -29,7 +29,7 @@ from kproto.capture.reassembly import TcpReassembler
 from kproto.errors import DecodeError
 from kproto.spark.batches import MessageBuffer, RowBuffer, message_batch, ns_to_us
 from kproto.spark.connection_names import ConnectionNames
-from kproto.spark.exchange_facts import exchange_facts
+from kproto.message_facts import message_facts
 from kproto.spark.schema import EXCHANGES, PROBLEMS
 
 __all__ = ["CaptureTableDecoder", "capture_problem_row", "PROBLEM_BAD_MESSAGE_SET", "PROBLEM_CAPTURE"]
@@ -123,7 +123,7 @@ class CaptureTableDecoder:
             if type(record) is Exchange:
                 self._exchange(record)
             else:
-                self._problem(record)
+                self._problem(record)  # type: ignore[arg-type]  # SASL tokens never reach this reader
 
     def _where(self, number: Optional[int]) -> Where:
         if number is None:
@@ -145,14 +145,14 @@ class CaptureTableDecoder:
         exchange_id = f"{connection}/{ex.request_offset}"
         file, packet = self._where(ex.request_packet)
         response_file, response_packet = self._where(ex.response_packet)
-        facts = exchange_facts(ex.request, ex.response)
+        facts = message_facts(ex.request, ex.response)
         latency = ex.latency_ns
         self.exchanges.append((
             exchange_id, ns_to_us(ex.request_time_ns), connection, str(ex.client), str(ex.server), ex.api_key,
             ex.api_name, ex.api_version, ex.correlation_id, getattr(ex.request_header, "client_id", None),
             ex.request_size, ex.response_size, ns_to_us(ex.response_time_ns),
             None if latency is None else latency / 1e6, ex.expects_response, facts.error_code,
-            facts.partition_errors, facts.topics, _text(ex.request_error), _text(ex.response_error),
+            facts.partition_errors, sorted(facts.topics), _text(ex.request_error), _text(ex.response_error),
             file, packet, response_file, response_packet,
         ))
         if ex.api_key == 0 and ex.request is not None:

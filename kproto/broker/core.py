@@ -6,14 +6,17 @@ parks a request: a Fetch long poll (``max_wait_ms``/``min_bytes``) and JoinGroup
 group coordinator holds until the join or sync phase completes.
 
 Dispatch is by api key over :data:`SERVED_VERSIONS`, the one table ApiVersions advertises: each part
-declares its own versions next to its handlers -- the control plane (:mod:`kproto.broker.control`),
+declares its own versions with its handlers, once -- the control plane (:mod:`kproto.broker.control`),
 SASL (:mod:`kproto.broker.sasl`, answered per connection by the server), the data plane
-(:mod:`kproto.broker.data_plane`: Produce, Fetch, ListOffsets, InitProducerId, transactions) and the
-group coordinator (:data:`kproto.group.coordinator.SERVED_VERSIONS`) -- and they are merged once here.
+(:mod:`kproto.broker.data_plane`: Produce, Fetch, ListOffsets, InitProducerId, transactions), the
+ZooKeeper-era offsets here (:attr:`BrokerCore.API_TABLE`) and the group coordinator
+(:data:`kproto.group.coordinator.SERVED_VERSIONS`) -- and they are merged once here
+(:mod:`kproto.broker.served_versions`).  The core builds the parts and hands each what it needs (the
+config, the cluster, the served table, the broker's endpoint); no part sees the core.
 A readable version outside the table is answered UNSUPPORTED_VERSION; an api key outside it (the
 inter-broker and KRaft keys) raises :class:`~kproto.errors.ProtocolError`, and the connection is closed,
 as Kafka does with requests it cannot read.  Every answer is trimmed to the fields of its version
-(:func:`~kproto.broker.control.fit_to_version`).
+(:func:`~kproto.broker.served_versions.fit_to_version`).
 
 The group APIs go to the sans-I/O :class:`~kproto.group.coordinator.GroupCoordinator`; each parked call
 carries an :class:`asyncio.Future` as its reply token, resolved when the coordinator releases the
@@ -28,16 +31,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from kproto import ErrorCode
-from kproto.broker.cluster import Cluster
+from kproto.broker.cluster import Cluster, Endpoint
 from kproto.broker.config import BrokerConfig
-from kproto.broker.control import CONTROL_PLANE_VERSIONS, ControlPlane, VersionTable, fit_to_version, served_table
+from kproto.broker.control import CONTROL_PLANE_VERSIONS, ControlPlane
 from kproto.broker.data_plane import SERVED_VERSIONS as DATA_PLANE_VERSIONS
 from kproto.broker.data_plane import DataPlane, wait_event
 from kproto.broker.faults import error_response
 from kproto.broker.sasl import SASL_VERSIONS
+from kproto.broker.served_versions import ApiTable, Handler, VersionTable, bind_handlers, fit_to_version, served_table
+from kproto.broker.served_versions import versions_of
 from kproto.connection.server import RequestReceived
 from kproto.errors import ProtocolError, UnsupportedVersionError
 from kproto.group.coordinator import SERVED_VERSIONS as COORDINATOR_VERSIONS
@@ -50,15 +55,6 @@ __all__ = ["BrokerCore", "SERVED_VERSIONS", "monotonic_ms", "wait_event"]
 _C = ErrorCode
 _ZK_METADATA_MAX = 4096  # offset.metadata.max.bytes also bounds v0 commits
 
-#: OffsetCommit/OffsetFetch v0: the ZooKeeper-era offsets this module keeps apart from the coordinator.
-_ZK_OFFSET_VERSIONS: VersionTable = {8: (0, 0), 9: (0, 0)}
-
-#: Everything the broker serves, by api key: each part's own declaration, merged once
-#: (:func:`kproto.broker.control.served_table`).  ApiVersions advertises it and :meth:`BrokerCore.handle`
-#: enforces it.
-SERVED_VERSIONS: VersionTable = served_table(
-    DATA_PLANE_VERSIONS, _ZK_OFFSET_VERSIONS, CONTROL_PLANE_VERSIONS, SASL_VERSIONS,
-    {request.API_KEY: served for request, served in COORDINATOR_VERSIONS.items()})
 
 
 def monotonic_ms() -> int:
@@ -80,20 +76,16 @@ class BrokerCore:
         self.data = DataPlane(config, self.cluster, commit_offsets=lambda group_id, offsets:
                               self.coordinator.commit_transactional(group_id, offsets, monotonic_ms()))
         self.zk_offsets: Dict[Tuple[str, str, int], Tuple[int, Optional[str]]] = {}
-        self.host = config.advertised_host or "127.0.0.1"
-        self.port = config.advertised_port or 0
+        #: Where clients reach this broker (Metadata, FindCoordinator); set by :meth:`bind`.
+        self.endpoint = Endpoint(config.advertised_host or "127.0.0.1", config.advertised_port or 0)
         #: Requests handled, by (api key, version).
         self.request_counts: Counter = Counter()
         self._timers_changed: Optional[asyncio.Event] = None
         #: What the broker serves (api key → lowest, highest version); ApiVersions advertises it.
         self.served = SERVED_VERSIONS
-        self.control = ControlPlane(self)
-        self._handlers: Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]] = {
-            0: self.data.produce, 1: self.data.fetch, 2: self.data.list_offsets, 22: self.data.init_producer_id,
-            24: self.data.add_partitions_to_txn, 25: self.data.add_offsets_to_txn, 26: self.data.end_txn,
-            28: self.data.txn_offset_commit,
-            8: self._offset_commit, 9: self._offset_fetch,
-            **self.control.handlers,
+        self.control = ControlPlane(config, self.cluster, self.served, self.endpoint)
+        self._handlers: Dict[int, Handler] = {
+            **self.data.handlers, **bind_handlers(self, self.API_TABLE), **self.control.handlers,
         }
         # The coordinator takes and answers the group APIs' wire messages as they are.
         for request_class in COORDINATOR_VERSIONS:
@@ -104,10 +96,20 @@ class BrokerCore:
         """Bytes decompressed by Produce requests so far (each request within its own budget)."""
         return self.data.produce_decompressed_bytes
 
+    @property
+    def host(self) -> str:
+        """The host clients are told to reach this broker at."""
+        return self.endpoint.host
+
+    @property
+    def port(self) -> int:
+        """The port clients are told to reach this broker at."""
+        return self.endpoint.port
+
     def bind(self, host: str, port: int) -> None:
         """Advertise the address the broker listens on (unless the config names another)."""
-        self.host = self.config.advertised_host or host
-        self.port = self.config.advertised_port or port
+        self.endpoint.host = self.config.advertised_host or host
+        self.endpoint.port = self.config.advertised_port or port
 
     async def handle(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """The response to ``request`` (None when none is due); ``client_host`` as DescribeGroups shows it."""
@@ -129,10 +131,6 @@ class BrokerCore:
         except UnsupportedVersionError as exc:
             raise ProtocolError(f"the mock broker does not serve api key {request.api_key} "
                                 f"v{request.api_version}: {exc}") from exc
-
-    def topics_changed(self) -> None:
-        """Topics were created, deleted or grown: parked fetches look again."""
-        self.data._announce_data()
 
     # ---------------------------------------------------------------- events shared with waiters
 
@@ -211,3 +209,15 @@ class BrokerCore:
             timeout = None if deadline is None else max(deadline - monotonic_ms(), 0) / 1000.0
             await wait_event(changed, timeout)
             self._deliver(self.coordinator.tick(monotonic_ms()))
+
+    #: OffsetCommit/OffsetFetch v0: the ZooKeeper-era offsets this module keeps apart from the
+    #: coordinator (v1+ of both go on to it, so the handlers serve the merged range).
+    API_TABLE: ApiTable = {8: ((0, 0), _offset_commit), 9: ((0, 0), _offset_fetch)}
+
+
+#: Everything the broker serves, by api key: each part's own declaration, merged once
+#: (:func:`kproto.broker.served_versions.served_table`).  ApiVersions advertises it and
+#: :meth:`BrokerCore.handle` enforces it.
+SERVED_VERSIONS: VersionTable = served_table(
+    DATA_PLANE_VERSIONS, versions_of(BrokerCore.API_TABLE), CONTROL_PLANE_VERSIONS, SASL_VERSIONS,
+    {request.API_KEY: served for request, served in COORDINATOR_VERSIONS.items()})

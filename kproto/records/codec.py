@@ -1,5 +1,5 @@
-"""Public records API: decode any mix of magic 0/1/2 records, encode magic 0/1 message sets and magic 2
-record batches, with every codec.
+"""The records codec: decode any mix of magic 0/1/2 records, encode magic 0/1 message sets and magic 2
+record batches, with every compression codec.  :mod:`kproto.records` offers its names.
 
 The work is done by the backend :mod:`kproto._backend` selected (Cython or pure Python); this module checks
 options once and dispatches.
@@ -27,7 +27,7 @@ from kproto.records.format import (
 )
 
 __all__ = [
-    "Message",
+    "LegacyRecord",
     "MessageSetCodec",
     "Record",
     "decode_columns",
@@ -67,7 +67,7 @@ class MessageSetCodec:
 
     def __init__(self, impl: ModuleType) -> None:
         self.impl = impl
-        self.Message = impl.Message
+        self.LegacyRecord = impl.LegacyRecord
         self.Record = impl.Record
 
     def decode_records(
@@ -289,7 +289,7 @@ class MessageSetCodec:
 _active = MessageSetCodec(_impl)
 
 #: The message type of the active backend (a Cython class or a namedtuple; same attribute names).
-Message = _active.Message
+LegacyRecord = _active.LegacyRecord
 #: The record type of the active backend (any magic; same attribute names in both backends).
 Record = _active.Record
 decode_records = _active.decode_records
