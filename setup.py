@@ -2,7 +2,8 @@
 
 Two kinds of module are compiled:
 
-* ``kproto/_fast/*.pyx`` — the hand-written hot core (message set framing, CRC32, record decode/encode);
+* ``kproto/_fast/*.pyx`` — the hand-written hot core (message set framing, record decode/encode), with the
+  hand-written C it calls (``kproto/_fast/_crc.c``: CRC-32 and CRC-32C);
 * ``kproto/_generated/*.py`` — the generated codecs, compiled as they are (pure-Python mode) with the
   type declarations of their generated ``.pxd`` companions, so one source serves both backends.
 
@@ -37,6 +38,18 @@ GENERATED_COLD_FLAGS = ["-O0", "-g0"]
 SKIP_FAST = os.environ.get("KPROTO_PURE_BUILD") == "1"
 
 
+#: The hand-written C of the compiled core: ``kproto/_fast/_NAME.c`` with its ``_NAME.h`` and a ``_NAME.pxd``
+#: that declares it to Cython.  A ``.pyx`` that cimports ``kproto._fast._NAME`` is linked with ``_NAME.c``.
+FAST_C_HEADERS = sorted(glob.glob("kproto/_fast/*.h"))
+
+
+def _c_sources(pyx: str) -> list:
+    with open(pyx, encoding="utf-8") as f:
+        text = f.read()
+    return [c for c in sorted(glob.glob("kproto/_fast/_*.c"))
+            if os.path.exists(c[:-2] + ".h") and f"kproto._fast.{os.path.basename(c)[:-2]} cimport" in text]
+
+
 def _extensions() -> list:
     if SKIP_FAST:
         return []
@@ -50,7 +63,9 @@ def _extensions() -> list:
     fast = [
         Extension(
             "kproto._fast." + os.path.splitext(os.path.basename(path))[0],
-            [path],
+            [path] + _c_sources(path),
+            depends=FAST_C_HEADERS + _c_sources(path),
+            include_dirs=["kproto/_fast"],
             libraries=["z"],
             extra_compile_args=["-O3"],
             optional=optional,

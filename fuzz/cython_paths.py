@@ -25,13 +25,11 @@ def main(argv=None) -> int:
     from kproto.errors import KprotoError
     from kproto._fast import _records as fast
     from kproto._fast import _record_json
-    from kproto.records.codec import bind_core
     from fuzz.atheris_runtime import corpus_files
     from fuzz import fuzz_message_sets as ms, fuzz_request_frames as rq, fuzz_response_frames as rs
     from fuzz.twin_backends import is_compiled
 
     assert is_compiled(framing) and is_compiled(fast), "the compiled extensions are not built"
-    bind_core(fast)
     rs.setup()
     dirs = (argv if argv is not None else sys.argv[1:]) or [
         os.path.join(ROOT, "fuzz", "corpus", n) for n in ("request_frames", "response_frames", "message_sets")]

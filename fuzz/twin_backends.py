@@ -90,10 +90,8 @@ def records_modules():
     pure = importlib.import_module("kproto.records._pure")
     if os.environ.get("KPROTO_PURE") == "1":
         return None, pure
-    from kproto.records.codec import bind_core
-
     try:
-        fast = bind_core(importlib.import_module("kproto._fast._records"))
+        fast = importlib.import_module("kproto._fast._records")
     except ImportError:
         fast = None
     return fast, pure

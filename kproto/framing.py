@@ -7,7 +7,6 @@ so they point at the byte a hex dump shows.
 
 from __future__ import annotations
 
-import gc
 import re
 import struct
 from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Pattern, Tuple, Union
@@ -232,21 +231,8 @@ def decode_request_header(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_
     return header, pos
 
 
-#: Frames at least this large are decoded with the cyclic garbage collector paused.  A decoded message
-#: is a tree (structs, lists, strings: no reference cycles), but a frame of millions of small structs
-#: makes the collector run over and over while they are created: a 9 MB Metadata request naming
-#: 3 million topics took 2.1 s to decode with it and 0.8 s without.
-LARGE_FRAME = 1 << 20
-
-
 def _decode_body(cls: type, buf: Bytes, pos: int, version: int) -> Tuple[Message, int]:
-    if len(buf) < LARGE_FRAME or not gc.isenabled():
-        return cls.decode_from(buf, pos, len(buf), version)  # type: ignore[attr-defined, no-any-return]
-    gc.disable()
-    try:
-        return cls.decode_from(buf, pos, len(buf), version)  # type: ignore[attr-defined, no-any-return]
-    finally:
-        gc.enable()
+    return cls.decode_from(buf, pos, len(buf), version)  # type: ignore[attr-defined, no-any-return]
 
 
 def _decode_frame(header_decoder: Callable[..., Any], body_decoder: Callable[..., Any], buf: bytes, cls: type,
@@ -255,14 +241,7 @@ def _decode_frame(header_decoder: Callable[..., Any], body_decoder: Callable[...
     decode_request/decode_response: what decode_from does, without its per-call lookups and checks)."""
     cursor = Cursor(4)
     header = header_decoder(buf, cursor, len(buf))
-    if len(buf) < LARGE_FRAME or not gc.isenabled():
-        msg = body_decoder(buf, cursor, len(buf))
-    else:
-        gc.disable()
-        try:
-            msg = body_decoder(buf, cursor, len(buf))
-        finally:
-            gc.enable()
+    msg = body_decoder(buf, cursor, len(buf))
     if cursor.pos != len(buf):
         raise trailing_bytes(f"{cls.__name__} v{version}", cursor.pos, len(buf))
     return header, msg

@@ -145,18 +145,16 @@ def test_the_column_encoder_lays_out_large_records_as_the_row_encoder(count, key
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from([0, 7, 14, 18]), st.sampled_from([None, b"", b"key", b"k" * 1030]),
        st.sampled_from([None, b"v" * 90, b"v" * 1100]),
-       st.sampled_from([[], [("trace", b"12345678")], [("t", None)], [("t", b"h" * 1500)]]), st.booleans(), st.data())
-def test_records_of_one_layout_read_a_struct_at_a_time_as_the_careful_parse_reads_them(shift, key, value, hdrs,
-                                                                                        decompressed, data):
-    # deltas that cross from one to four bytes inside the run, one byte damaged somewhere (or none); large
-    # records (their data read as iteration reaches them); a body that is the bytearray a codec wrote into
+       st.sampled_from([[], [("trace", b"12345678")], [("t", None)], [("t", b"h" * 1500)]]), st.data())
+def test_records_of_one_layout_read_as_the_careful_parse_reads_them(shift, key, value, hdrs, data):
+    # deltas that cross from one to four bytes, one byte damaged somewhere (or none); large records
     items = [(key, value, i << shift, hdrs) for i in range(300)]
     body = bytearray(b"".join(_pure.encode_batch_records(items, 0)[0]))
     at = data.draw(st.one_of(st.none(), st.integers(0, len(body) - 1)))
     if at is not None:
         body[at] ^= data.draw(st.integers(1, 255))
     careful = _careful(bytes(body), 300, 10, 0, 0, 7)
-    body = body if decompressed else bytes(body)
+    body = bytes(body)
     fast = _rows(_pure._records_fast(body, 0, len(body), 300, 10, 0, None, 0, None, 5, 1, 7, False, False))
     if at is None:
         assert fast is not None
@@ -165,25 +163,21 @@ def test_records_of_one_layout_read_a_struct_at_a_time_as_the_careful_parse_read
         assert {type(v) for row in fast for v in (row[2], row[3], *(h[1] for h in row[4]))} <= {bytes, type(None)}
 
 
-def test_a_run_that_breaks_inside_a_chunk_ends_where_its_layout_does():
-    # runs are checked in chunks of 16, 64, 256 ... records: a record of another layout (a longer value, a
-    # longer header value) or a damaged skeleton byte at 100 (inside the third chunk) ends the run there
-    for size in (90, 1100):  # columns of bytes, and a lazy run
+def test_records_of_another_layout_among_many_read_as_the_careful_parse_reads_them():
+    # a record with a longer value and one with a longer header value among records of one layout
+    for size in (90, 1100):
         items = [(b"key", b"v" * size, 1000 + i, [("trace", b"%08d" % i)]) for i in range(300)]
         items[100] = (b"key", b"v" * (size + 1), 1100, [("trace", b"%08d" % 100)])
         items[200] = (b"key", b"v" * size, 1200, [("trace", b"%09d" % 200)])
-        for decompressed in (False, True):
-            body = b"".join(_pure.encode_batch_records(items, 0)[0])
-            segments = _pure._records_fast(bytearray(body) if decompressed else body, 0, len(body), 300, 10, 0, None,
-                                           0, None, 5, 1, 7, False, False)
-            assert segments is not None
-            assert max(len(s) for s in segments if isinstance(s, _pure._Run) and s.headers is None) >= 90
-            assert _rows(segments) == _careful(body, 300, 10, 0, 0, 7)
-            records = list(_pure._BatchRecords(segments))
-            assert {type(r.value) for r in records} == {bytes} and [r.offset for r in records] == list(range(10, 310))
+        body = b"".join(_pure.encode_batch_records(items, 0)[0])
+        segments = _pure._records_fast(body, 0, len(body), 300, 10, 0, None, 0, None, 5, 1, 7, False, False)
+        assert segments is not None
+        assert _rows(segments) == _careful(body, 300, 10, 0, 0, 7)
+        records = list(_pure._BatchRecords(segments))
+        assert {type(r.value) for r in records} == {bytes} and [r.offset for r in records] == list(range(10, 310))
 
 
-def test_records_of_a_lazy_run_kept_or_dropped_while_iterating_are_the_same():
+def test_records_of_large_values_kept_or_dropped_while_iterating_are_the_same():
     items = [(None, b"%05d" % i * 300, 1000 + i, [("trace", b"%08d" % i)]) for i in range(200)]
     body = b"".join(_pure.encode_batch_records(items, 0)[0])
     careful = _careful(body, 200, 10, 0, 0, -1)
@@ -191,7 +185,6 @@ def test_records_of_a_lazy_run_kept_or_dropped_while_iterating_are_the_same():
     def fresh():
         return _pure._BatchRecords(_pure._records_fast(body, 0, len(body), 200, 10, 0, None, 0, None, 5, 1, -1, False, False))
 
-    assert any(isinstance(s, _pure._Run) and s.lazy is not None for s in fresh()._segments)
     kept = [r for i, r in enumerate(fresh()) if i % 3 == 0]  # the others dropped as iteration goes on
     assert [tuple(r) for r in kept] == careful[::3]
     records = fresh()
@@ -199,9 +192,8 @@ def test_records_of_a_lazy_run_kept_or_dropped_while_iterating_are_the_same():
     assert tuple(records[150]) == careful[150]
 
 
-def test_a_decompression_buffer_is_written_again_only_when_nothing_holds_it():
-    # a lazy run holds the buffer its batch was decompressed into; the next batch must not write into it,
-    # and once it is dropped, the next batch may (its records still read right)
+def test_records_of_a_decompressed_batch_held_while_others_decode_read_right():
+    # records of one decompressed batch held while the next batches decode still read right
     from kproto.records import compression
 
     def batch(tag):

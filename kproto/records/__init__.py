@@ -10,8 +10,8 @@ with gzip, snappy, lz4 and zstd.  The formats are described in ``docs/records.md
 * :class:`RecordSet` — the raw-bytes value of a ``records`` field in the generated codecs.
 
 The hot loops are compiled (``kproto._fast``) with a pure-Python twin; ``kproto._backend.BACKEND`` says
-which one runs.  The backend-bound names load on first use.  The compiled module imports nothing from
-this package: :func:`kproto.records.codec.bind_core` hands it the codecs and result classes it calls.
+which one runs.  The backend-bound names load on first use.  Both twins import the codecs
+(:mod:`kproto.records.compression`) and result classes (:mod:`kproto.records.decoded`) below them.
 
 A magic 0/1 message decodes to a :class:`LegacyRecord` (Kafka's name for it), a magic 2 record to a
 :class:`Record`.  ``kproto.records.Message``, its former name, still works and warns: ``Message`` is

@@ -44,17 +44,7 @@ _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 _I16_MIN, _I16_MAX = -(2**15), 2**15 - 1
 
 
-def bind_core(impl: ModuleType) -> ModuleType:
-    """``impl`` (``kproto._fast._records`` or ``kproto.records._pure``), ready to use: the compiled core
-    imports nothing from this package (which imports it), so it is handed the codecs and result classes
-    it calls here; the pure twin imports them itself.  Idempotent; returns ``impl``."""
-    bind = getattr(impl, "_bind", None)
-    if bind is not None:
-        bind(compress_buffer, decompress_buffer, Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns)
-    return impl
-
-
-_impl = bind_core(records_impl)
+_impl = records_impl
 
 
 def _check_int(value: Any, name: str, low: int, high: int) -> int:
@@ -76,7 +66,7 @@ class MessageSetCodec:
     """
 
     def __init__(self, impl: ModuleType) -> None:
-        self.impl = bind_core(impl)
+        self.impl = impl
         self.LegacyRecord = impl.LegacyRecord
         self.Record = impl.Record
 
