@@ -134,6 +134,7 @@ class MockBroker:
         #: The listener of each running node (the first is ``_server`` too).
         self._servers: Dict[int, BrokerServer] = {}
         self._ports: Dict[int, int] = {}
+        self._bound_host = host
         self._timers: Optional["asyncio.Task[None]"] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
@@ -151,20 +152,21 @@ class MockBroker:
 
     @property
     def host(self) -> str:
-        return self._require_server().address[0]
+        self._require_server()
+        return self._bound_host
 
     @property
     def port(self) -> int:
-        return self._require_server().address[1]
+        """The first broker's port (kept while it is stopped)."""
+        self._require_server()
+        return self._ports[self.core.cluster.node_ids[0]]
 
     @property
     def bootstrap_servers(self) -> str:
         """``"host:port"`` (with several brokers, every node's, comma-separated), ready for a client's
         bootstrap list."""
-        host, port = self._require_server().address
-        if len(self.core.cluster.node_ids) == 1:
-            return f"{host}:{port}"
-        return ",".join(f"{host}:{self._ports[node]}" for node in self.core.cluster.node_ids)
+        self._require_server()
+        return ",".join(f"{self._bound_host}:{self._ports[node]}" for node in self.core.cluster.node_ids)
 
     def _require_server(self) -> BrokerServer:
         if self._server is None:
@@ -207,7 +209,7 @@ class MockBroker:
                               summarise_accept_failures=node == self.core.cluster.node_ids[0] and node not in self._ports)
         await server.start()
         self._servers[node] = server
-        self._ports[node] = server.address[1]
+        self._bound_host, self._ports[node] = server.address
 
     async def _stop_nodes(self) -> None:
         servers, self._servers = self._servers, {}
