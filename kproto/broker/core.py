@@ -53,6 +53,7 @@ from kproto.messages import OffsetCommitResponse, OffsetFetchResponse
 __all__ = ["BrokerCore", "SERVED_VERSIONS", "coordinator_keys", "monotonic_ms", "wait_event"]
 
 _C = ErrorCode
+_HEARTBEAT = 12
 _ZK_METADATA_MAX = 4096  # offset.metadata.max.bytes also bounds v0 commits
 
 
@@ -190,6 +191,8 @@ class BrokerCore:
             if error is not None:
                 if not request.expects_response:
                     return None
+                if request.api_key == _HEARTBEAT and error == _C.GROUP_LOAD_IN_PROGRESS:
+                    error = _C.NONE  # Kafka answers a heartbeat "blindly" while the group loads
                 return error_response(request.api_key, request.message, error, request.api_version)
         return None
 
