@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/abuse.py [--root DIR] [--only F1,F2,...] [--json out.json]
+    python benchmarks/abuse.py [--root DIR] [--only F1,F2,...] [--json-out out.json]
 
 ``--root`` names the kproto checkout to measure (default: this one), so the same script gives the
 "before" figures on an older checkout and the "after" figures here.  Every broker scenario starts
@@ -33,6 +33,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
+
+from results import Run, add_json_out
 
 HERE = Path(__file__).resolve().parent.parent
 MiB = 1024 * 1024
@@ -402,8 +404,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, default=HERE, help="kproto checkout to measure (default: this one)")
     parser.add_argument("--only", default=",".join(SCENARIOS), help="comma-separated scenarios")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    add_json_out(parser)
     args = parser.parse_args()
+    record = Run("abuse")
     sys.path.insert(0, str(args.root))
     print(f"root {args.root}  load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     results = {}
@@ -413,8 +416,8 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - a scenario that breaks the old code is a figure too
             results[name] = {"error": f"{type(exc).__name__}: {exc}"}
         print(name, json.dumps(results[name]), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        record.add(scenario=name, **{k: v for k, v in results[name].items() if isinstance(v, (str, int, float))})
+    record.save(args.json_out)
 
 
 if __name__ == "__main__":

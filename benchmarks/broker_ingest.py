@@ -21,6 +21,8 @@ import sys
 import time
 from typing import Iterator, Tuple
 
+from results import Run, add_json_out
+
 from kproto.broker.config import BrokerConfig
 from kproto.broker.data_plane import DataPlane
 from kproto.broker.cluster import Cluster
@@ -136,11 +138,16 @@ def main() -> int:
     parser.add_argument("--version", type=int, default=9, help="Produce version (3-11)")
     parser.add_argument("--idempotent", action="store_true", help="sequence-numbered batches of one producer id")
     parser.add_argument("--profile", default="", help="write the broker's cProfile statistics to this file")
+    add_json_out(parser)
     args = parser.parse_args()
+    record = Run("broker_ingest")
+    record.settings = {"batch": args.batch, "value_size": args.value_size, "in_flight": args.in_flight,
+                       "produce_version": args.version, "idempotent": args.idempotent}
 
     appends = append_only(args.requests, args.batch, args.value_size)
     print(f"append path alone: {appends:9.0f} batches/s  {appends * args.batch:11.0f} msgs/s  "
           f"({1e6 / appends:.1f} us per {args.batch}-message batch)")
+    record.add(path="append path alone", messages_per_s=appends * args.batch, broker_us_per_request=1e6 / appends)
     proc, address = start_broker(args.profile)
     try:
         pid = producer_id(address) if args.idempotent else -1
@@ -157,6 +164,9 @@ def main() -> int:
         if per_request > 0:
             print(f"broker CPU per request: {per_request * 1e6:.0f} us  -> {args.batch / per_request:11.0f} msgs/s "
                   f"per broker core")
+        record.add(path=f"over a socket, {args.in_flight} in flight", messages_per_s=rate * args.batch,
+                   broker_us_per_request=per_request * 1e6 if per_request > 0 else None)
+        record.save(args.json_out)
         print(f"uptime: {uptime()}")
     finally:
         proc.terminate()

@@ -1,7 +1,7 @@
 """Capture decoding throughput: ``kproto pcap --format jsonl`` (with and without ``-v``) against
 ``tshark -T json`` on the same files.
 
-    python benchmarks/capture.py [--size-mb 100] [--era 0.9|modern|both] [--output-dir /tmp] [--reuse] [--profile]
+    python benchmarks/capture.py [--size-mb 100] [--era 0.9|modern|both] [--output-dir DIR] [--reuse] [--profile]
                                  [--repeat N]
 
 1. Writes ~100 MB pcaps of Produce/Fetch-heavy traffic with ``kproto.capture.writer`` (producers sending
@@ -31,11 +31,13 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import kproto
+from results import Run, add_json_out
 from kproto.capture.writer import Side, TcpConversation, write_capture
 from kproto.records import encode_message_set, encode_record_batch
 
@@ -165,7 +167,7 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def compare(path: Path, era: str, repeat: int = 1) -> None:
+def compare(path: Path, era: str, repeat: int = 1, run: Optional[Run] = None) -> None:
     """Time both tools on one capture and print the figures (wall and CPU time; ratios of both).
 
     With ``repeat`` > 1 the commands run in turn that many times (so each round sees the same load) and
@@ -197,6 +199,9 @@ def compare(path: Path, era: str, repeat: int = 1) -> None:
     tshark_wall, tshark_cpu = times["tshark -T json"]
     for name in ("kproto pcap --format jsonl -v", "kproto pcap --format jsonl"):
         wall, cpu = times[name]
+        if run is not None:
+            run.add(era=era, size_mb=round(size_mb, 1), command=name, wall_s=wall, cpu_s=cpu, tshark_wall_s=tshark_wall,
+                    tshark_cpu_s=tshark_cpu, rounds=repeat)
         print(f"ratio tshark / {name}{' (medians)' if repeat > 1 else ''}: {tshark_wall / wall:.1f}x wall, "
               f"{tshark_cpu / cpu:.1f}x CPU" + ("  (target >= 5x)" if name.endswith("-v") else ""))
     print(uptime())
@@ -206,13 +211,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=float, default=100.0, help="Kafka bytes to generate per capture (default 100)")
     parser.add_argument("--era", choices=("0.9", "modern", "both"), default="both", help="which capture(s) (default both)")
-    parser.add_argument("--output-dir", type=Path, default=Path("/tmp"), help="where the captures go (default /tmp)")
+    parser.add_argument("--output-dir", type=Path, default=Path(tempfile.gettempdir()),
+                        help="where the captures go (default: the system's temporary directory)")
     parser.add_argument("--reuse", action="store_true", help="reuse existing captures in --output-dir")
     parser.add_argument("--profile", action="store_true", help="cProfile kproto pcap -v")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run the commands in turn this many times and compare medians (default 1)")
+    add_json_out(parser)
     args = parser.parse_args()
-
+    run = Run("capture")
+    run.settings = {"backend": kproto.backend}
     for era in (("0.9", "modern") if args.era == "both" else (args.era,)):
         path = args.output_dir / f"kproto-bench-{era}.pcap"
         if not (args.reuse and path.exists()):
@@ -220,9 +228,11 @@ def main() -> int:
             written = write_capture(path, build_conversations(int(args.size_mb * 1e6), era=era))
             print(f"wrote {path}: {path.stat().st_size / 1e6:.1f} MB, {written.packets} packets "
                   f"in {time.perf_counter() - start:.1f} s")
-        compare(path, era, max(1, args.repeat))
+        compare(path, era, max(1, args.repeat), run)
         if args.profile:
             profile_kproto(path)
+    if run.rows:
+        run.save(args.json_out)
     return 0
 
 

@@ -48,6 +48,8 @@ import uuid
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from results import Run, add_json_out
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -725,12 +727,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--quick", action="store_true", help="3 repeats of >= 0.05 s (smoke run)")
     parser.add_argument("--only", help="run the cases whose name contains this text")
     parser.add_argument("--kio05-worker", action="store_true", help=argparse.SUPPRESS)
+    add_json_out(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.repeat, args.min_time = 3, 0.05
     if args.kio05_worker:
         return kio05_worker(args.repeat, args.min_time)
     env = environment()
+    compiled = env["kproto_backend"]["generated_codecs"] == "cython"
+    run_record = Run("codecs" if compiled else "codecs-pure", argv)
     call, per_object = allocation_floor(args.repeat, args.min_time)
     env["call_floor_ns"], env["allocation_floor_ns"] = call * 1e9, per_object * 1e9
     results, notes = run(args.repeat, args.min_time, args.only)
@@ -740,6 +745,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         print()
     else:
         print_table(env, results, notes)
+    run_record.settings = {"backend": env["kproto_backend"]["generated_codecs"], "kafka-python": env["kafka-python"],
+                           "kio": env["kio"], "repeat": args.repeat, "min_time": args.min_time}
+    for r in results:
+        run_record.add(case=r["case"], op=r["op"], impl=r["impl"], us_per_op=r["us_per_op"],
+                       ratio=None if r["impl"] == "kproto" else r["ratio_vs_kproto"])
+    for note in notes + [f"target missed: {m}" for m in target_misses(env, results)]:
+        run_record.note(note)
+    run_record.save(args.json_out)
     return 0
 
 

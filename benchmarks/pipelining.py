@@ -20,6 +20,8 @@ import sys
 import time
 from typing import Tuple
 
+from results import Run, add_json_out
+
 from kproto.connection import ClientConnection, Response
 from kproto.message_base import Message
 from kproto.messages import MetadataRequest, ProduceRequest
@@ -77,7 +79,11 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=100, help="messages per produce request")
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--delay-ms", type=float, default=2.0, help="injected per-Produce latency")
+    add_json_out(parser)
     args = parser.parse_args()
+    record = Run("pipelining")
+    record.settings = {"delay_ms": args.delay_ms, "batch": args.batch, "value_size": args.value_size,
+                       "requests": args.requests}
 
     # One RecordBatch v2 per request, as current producers send (Produce v7; not idempotent, so the same
     # batch can be sent again and again).
@@ -102,6 +108,12 @@ def main() -> int:
         print(f"broker, Metadata v0, 32 in flight: {meta32:9.0f} requests/s")
         print(f"ratio produce 5/1 in flight: {results[5] / results[1]:.2f}x")
         print(f"ratio Metadata 32/1 in flight: {meta32 / meta1:.2f}x")
+        for window, rate in results.items():
+            record.add(requests="Produce v%d" % PRODUCE_VERSION, in_flight=window, requests_per_s=rate,
+                       messages_per_s=rate * args.batch)
+        record.add(requests="Metadata v0", in_flight=1, requests_per_s=meta1, messages_per_s=None)
+        record.add(requests="Metadata v0", in_flight=32, requests_per_s=meta32, messages_per_s=None)
+        record.save(args.json_out)
         print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     finally:
         proc.terminate()

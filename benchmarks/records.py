@@ -52,6 +52,8 @@ import time
 import zlib
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from results import Run, add_json_out
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from kproto.records import _pure  # noqa: E402
@@ -295,6 +297,8 @@ def run_v2(args: argparse.Namespace, impls: List[str]) -> None:
 
 
 Key = Tuple[str, str]  # (implementation, op)
+#: This run's rows, saved as JSON at the end (docs/benchmarks.md is rendered from them).
+RUN = Run("records")
 MIN_SAMPLES = 5
 
 
@@ -374,10 +378,12 @@ def main() -> None:
     parser.add_argument("--sample", type=float, default=0.002, help="least seconds of one timed sample")
     parser.add_argument("--budget", type=float, default=0.5,
                         help="seconds of samples after which a slow function stops (given 5 samples)")
+    add_json_out(parser)
     args = parser.parse_args()
     if args.quick:
         args.size, args.codec, args.magic, args.rounds = "small", "none,lz4", "0", 10
     impls = args.impl.split(",")
+    RUN.settings = {"rounds": args.rounds, "sample_s": args.sample, "budget_s": args.budget}
     print(f"python {sys.version.split()[0]}; keys None; values random hex text; one process; best of up to "
           f"{args.rounds} interleaved samples (spread: median sample / best - 1)")
     print("magic 0/1 decode: the same CRC work on both sides, what aiokafka's consumer checks: the CRC of every")
@@ -397,6 +403,8 @@ def main() -> None:
             messages = make_messages(count, size, magic)
             plain = MessageSetCodec(_pure).encode_message_set(messages, magic=magic)
             crc_rate = rates_of({("zlib", "crc32"): lambda: zlib.crc32(plain)}, count, args)[("zlib", "crc32")][0]
+            RUN.add(set=f"{count}x{size}B m{magic}", codec="-", op="crc32", impl="zlib bound", m_per_s=crc_rate,
+                    spread=None)
             print(f"{count}x{size}B m{magic:<3} {'-':<7} {'crc32':<8} {'zlib bound':<16} {crc_rate:>9.2f}"
                   f"  ({len(plain) / 1e6 * crc_rate / count * 1e6 / 1e3:.1f} GB/s)")
             for cname in args.codec.split(","):
@@ -415,6 +423,7 @@ def main() -> None:
                 _print_rates(label, cname, rates_of(runnable(label, cname, fns), count, args))
     if 2 in magics:
         run_v2(args, impls)
+    RUN.save(args.json_out)
 
 
 # kproto's columnar decode (CRC checked) is compared with the peers' CRC-checked object decode.
@@ -435,6 +444,7 @@ def _print_rates(label: str, cname: str, rates: Dict[Key, Tuple[float, float]],
                         notes.append(f"{rate / prate:.2f}x {peer}")
                 if op == "columns" and ("kproto-cython", "decode") in rates and impl == "kproto-cython":
                     notes.append(f"{rate / rates[('kproto-cython', 'decode')][0]:.2f}x own decode")
+            RUN.add(set=label, codec=cname, op=op, impl=impl, m_per_s=rate, spread=spread)
             print(f"{label:<16} {cname:<7} {op:<8} {impl:<16} {rate:>9.3g} {spread:>6.0%}  {', '.join(notes)}")
 
 

@@ -2,7 +2,7 @@
 standalone cluster against the single-process path, on the same rotated files; then one capture file
 larger than a task (split into byte ranges).
 
-    python benchmarks/spark.py [--size-mb 48] [--files 8] [--dir /tmp/kproto-spark-bench] [--reuse]
+    python benchmarks/spark.py [--size-mb 48] [--files 8] [--dir DIR] [--reuse]
                                [--masters local[1],local[2],standalone] [--big-gb 1.0]
                                [--profile-local] [--profile-stages]
 
@@ -46,6 +46,8 @@ from typing import List, Optional, Tuple
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from capture import build_conversations  # noqa: E402  (the shared benchmark workload)
+
+from results import Run, add_json_out  # noqa: E402
 
 from kproto.capture.writer import write_capture, write_segments  # noqa: E402
 
@@ -188,7 +190,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=float, default=48.0, help="Kafka bytes to generate (default 48)")
     parser.add_argument("--files", type=int, default=8, help="rotated capture files (default 8)")
-    parser.add_argument("--dir", type=Path, default=Path("/tmp/kproto-spark-bench"), help="where the captures go")
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "kproto-spark-bench",
+                        help="where the captures go (default: kproto-spark-bench in the temporary directory)")
     parser.add_argument("--reuse", action="store_true", help="reuse the captures already in --dir")
     parser.add_argument("--masters", default="local[1],local[2],standalone",
                         help="comma-separated Spark masters; standalone = a two-worker cluster on this machine")
@@ -198,7 +201,11 @@ def main() -> int:
                         help="time only Spark on the big capture (the single process takes as long again)")
     parser.add_argument("--profile-local", action="store_true", help="cProfile the single-process run")
     parser.add_argument("--profile-stages", action="store_true", help="cProfile the Spark stages' Python side")
+    add_json_out(parser)
     args = parser.parse_args()
+    record = Run("spark")
+    record.settings = {"size_mb": args.size_mb, "files": args.files, "big_gb": args.big_gb,
+                       "big_split_mb": args.big_split_mb}
 
     captures = args.dir / "captures"
     if not args.reuse or not captures.exists():
@@ -223,7 +230,7 @@ def main() -> int:
         for master in masters:
             started, seconds, _ = run_master(master, inputs, out / master.replace("[", "_").replace("]", ""))
             results.append((f"spark {master}", started, seconds, uptime()))
-        report(results, total)
+        report(results, total, record, "rotated files")
         if args.big_gb > 0 and masters:
             big = args.dir / "big.pcap"
             try:
@@ -236,19 +243,22 @@ def main() -> int:
                                                      split_bytes=int(args.big_split_mb * (1 << 20)))
                 big_results.append((f"spark {masters[-1]}", started, seconds, uptime()))
                 print("\n".join(f"  spark: {line}" for line in lines if line.startswith("plan:")))
-                report(big_results, size)
+                report(big_results, size, record, "one big file")
             finally:
                 big.unlink(missing_ok=True)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+    record.save(args.json_out)
     return 0
 
 
-def report(results: List[Tuple[str, object, float, str]], total: int) -> None:
+def report(results: List[Tuple[str, object, float, str]], total: int, record: Run, inputs: str) -> None:
     base = results[0][2] if results[0][0].startswith("single") else float("nan")
     print(f"{'path':<40} {'start s':>8} {'run s':>8} {'MB/s':>8} {'vs single':>10}  load after the run")
     for name, started, seconds, load in results:
         start_text = "-" if started is None else f"{started:.1f}"
+        record.add(inputs=inputs, input_mb=round(total / 1e6, 1), path=name, start_s=started, run_s=seconds,
+                   mb_per_s=total / 1e6 / seconds, vs_single=None if base != base else base / seconds)
         ratio = "-" if base != base else f"{base / seconds:.2f}x"  # no single-process run: no ratio
         print(f"{name:<40} {start_text:>8} {seconds:>8.2f} {total / 1e6 / seconds:>8.2f} {ratio:>10}  "
               f"{load.split('load average:')[-1].strip()}")

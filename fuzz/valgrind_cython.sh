@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 command -v valgrind >/dev/null || { echo "valgrind_cython.sh: valgrind is not installed" >&2; exit 2; }
-log=$(mktemp /tmp/kproto-valgrind.XXXXXX)
+log=$(mktemp -t kproto-valgrind.XXXXXX)
 set +e
 PYTHONMALLOC=malloc valgrind --tool=memcheck --error-exitcode=99 --errors-for-leak-kinds=none --leak-check=no \
   --track-origins=yes --num-callers=30 --suppressions=fuzz/valgrind-python.supp --log-file="$log" \

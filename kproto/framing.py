@@ -60,7 +60,7 @@ def _encodable(msg: Message, version: int, kind: str) -> ApiInfo:
     """The API of a message being encoded; an unknown version is an :class:`UnsupportedVersionError`."""
     if getattr(msg, "KIND", None) != kind:
         raise EncodeError(f"{type(msg).__name__} is not a {kind} message")
-    info = APIS.get(msg.API_KEY)  # type: ignore[arg-type]
+    info = APIS.get(msg.API_KEY)  # type: ignore[call-overload]
     if info is None:
         raise UnsupportedVersionError(f"unknown api key {msg.API_KEY}")
     if version not in info.versions:

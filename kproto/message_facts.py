@@ -100,10 +100,10 @@ def entities(message: Any, version: Optional[int] = None) -> Iterator[Entity]:
     yield from _entities(message, version, "", None, None)
     if getattr(message, "API_KEY", None) == _FIND_COORDINATOR and getattr(message, "KIND", "") == "request":
         kind = _KEY_TYPE_ENTITY.get(getattr(message, "key_type", 0))
-        for name in _COORDINATOR_KEY_FIELDS if kind else ():
+        for name in _COORDINATOR_KEY_FIELDS if kind is not None else ():
             value = getattr(message, name, None)
             for item in value if isinstance(value, list) else [value]:
-                if isinstance(item, str) and item:
+                if isinstance(item, str) and item and kind is not None:
                     yield Entity(kind, item, name, None, None)
 
 

@@ -142,7 +142,7 @@ class _Walker:
     def struct(self, struct: StructSpec, parsed: Any, path: str) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
         ordered = {f.attr for f in struct.ordered_fields(self.version)}
-        tagged = {f.tag: f for f in struct.tagged_fields(self.version)} if self.flexible else {}
+        tagged = {f.tag: f for f in struct.tagged_fields(self.version) if f.tag is not None} if self.flexible else {}
         values: Dict[str, Any] = {}
         for f in struct.fields:
             if f.attr in ordered:

@@ -154,8 +154,8 @@ def test_dump_line_whose_ascii_column_ends_in_a_colon_keeps_its_bytes(text):
     assert not chunks.bad_lines
 
 
-# fuzz_message_sets, exception and twin oracles (campaign input /tmp/.../message_sets-crash-1f597855..., kept
-# as fuzz/corpus/message_sets/regress-K4-...): a magic 1 wrapper turns relative inner offsets absolute with
+# fuzz_message_sets, exception and twin oracles (the campaign's input is kept as
+# fuzz/corpus/message_sets/regress-K4-...): a magic 1 wrapper turns relative inner offsets absolute with
 # delta = wrapper offset - last inner offset, and nothing checks that delta or the results fit int64.  Pure
 # decode_columns then raises OverflowError (array('q')), pure decode_message_set returns offsets beyond
 # int64; the Cython core computes delta in int64_t (signed overflow: undefined behaviour in C) and its lazy

@@ -18,6 +18,7 @@ import pytest
 from kproto.apis import APIS
 from kproto.codegen.protocol_docs import docs_dir, generate_docs, sync_docs
 from kproto.reference import schema
+from kproto.schema import snake_case
 
 PAGES = docs_dir()
 
@@ -126,3 +127,47 @@ def test_a_page_reads_as_tables_with_the_known_fetch_facts():
     history = _rows(_section(page, "FetchResponse").split("### Fields and their history", 1)[1].split("###", 1)[0])
     throttle = next(r for r in history if r[0] == "`throttle_time_ms`")
     assert throttle[2].startswith("1")  # FetchResponse v1 added the throttle time (first field on the wire)
+
+
+def _version_rows(section: str) -> Dict[int, List[str]]:
+    """Version -> its row of the "Versions" table of a message section."""
+    table = section.split("### Versions", 1)[1].split("###", 1)[0]
+    return {int(r[0]): r for r in _rows(table) if r[0].isdigit()}
+
+
+def test_version_notes_fill_the_other_changes_column():
+    """Where the spec says why a version exists, the page says it, in the "other changes" column."""
+    specs = schema()
+    pages = _pages()
+    for api in specs.apis.values():
+        page = pages[f"{snake_case(api.name)}.md"]
+        assert f"matching Apache Kafka {api.upstream.release} (commit `{api.upstream.commit}`)" in page
+        for message in (api.request, api.response):
+            rows = _version_rows(_section(page, message.name))
+            for version, note in message.version_notes.items():
+                assert note.replace("|", "\\|") in rows[version][6], f"{message.name} v{version}"
+    fetch = _version_rows(_section(pages["fetch.md"], "FetchRequest"))
+    assert "KIP-227" in fetch[7][6] and "KIP-320" in fetch[9][6]
+
+
+def test_version_notes_agree_with_the_layouts():
+    """A note saying a version keeps an earlier layout is checked against both layouts; the first flexible
+    version of every message says so."""
+    specs = schema()
+    messages = [m for a in specs.apis.values() for m in (a.request, a.response)]
+    messages += list(specs.headers.values()) + list(specs.data.values())
+    from kproto.codegen.protocol_docs import _layout, _row_signature
+
+    def layout(message, version):
+        return ([_row_signature(message, version, p, f) for p, f in _layout(message.root, version)],
+                version in message.flexible_versions)
+
+    for message in messages:
+        for version, note in message.version_notes.items():
+            same = re.match(r"same layout as v(\d+)", note)
+            if same:
+                assert layout(message, version) == layout(message, int(same.group(1))), f"{message.name} v{version}"
+        first = message.flexible_versions.lo
+        if not message.flexible_versions.empty and first > message.valid_versions.lo:
+            assert re.search(r"flexible|tagged-field", message.version_notes.get(first, "")), \
+                f"{message.name} v{first} is its first flexible version"

@@ -124,3 +124,46 @@ def test_comment_lines_are_allowed_and_the_real_specs_load(tmp_path):
     text = (d / "Produce.json").read_text()
     (d / "Produce.json").write_text("// a comment\n   // another\n" + text)
     assert load_specs(str(d)).apis[0].name == "Produce"
+
+
+BAD_PROVENANCE = [
+    ("versions 2 outside the enclosing versions", {"request": {"versionNotes": {"2": "a note"}}}),
+    ("version 1 has two notes", {"request": {"versionNotes": {"0-1": "a", "1": "b"}}}),
+    ("must be non-empty text", {"request": {"versionNotes": {"1": " "}}}),
+    ("must be an object mapping", {"request": {"versionNotes": ["1"]}}),
+    ("is not a release like", {"upstream": {"release": "4.1", "commit": "a9ce3221537b8653"}}),
+    ("is not a lowercase hex commit id", {"upstream": {"release": "4.1.0", "commit": "HEAD"}}),
+    ("unknown key(s) tag", {"upstream": {"release": "4.1.0", "commit": "a9ce3221537b8653", "tag": "x"}}),
+    ("upstream: missing key 'commit'", {"upstream": {"release": "4.1.0"}}),
+]
+
+
+@pytest.mark.parametrize("message,change", BAD_PROVENANCE, ids=[b[0] for b in BAD_PROVENANCE])
+def test_bad_upstream_and_version_notes_are_rejected(tmp_path, message, change):
+    doc = _api([])
+    for key, value in change.items():
+        if key == "request":
+            doc["request"].update(value)
+        else:
+            doc[key] = value
+    with pytest.raises(SpecError) as info:
+        _load_one(tmp_path, doc)
+    assert str(info.value).startswith("Demo.json: ") and message in str(info.value)
+
+
+def test_upstream_and_version_notes_load():
+    specs = load_specs()
+    produce = specs.apis[0]
+    assert produce.upstream is not None and produce.upstream.files == ("ProduceRequest.json", "ProduceResponse.json")
+    assert "KIP-110" in produce.request.version_notes[7]
+    assert specs.headers["RequestHeader"].upstream is not None
+
+
+def test_upstream_and_version_notes_of_a_demo_spec(tmp_path):
+    doc = _api([], versionNotes={"0-1": "same layout"})
+    doc["upstream"] = {"release": "4.3.0", "commit": "a9ce3221537b8653", "files": ["DemoRequest.json"]}
+    api = _load_one(tmp_path, doc).apis[0]
+    assert api.request.version_notes == {0: "same layout", 1: "same layout"}
+    assert (api.upstream.release, api.upstream.commit, api.upstream.files) == \
+        ("4.3.0", "a9ce3221537b8653", ("DemoRequest.json",))
+    assert api.response.version_notes == {} and api.response.upstream is None

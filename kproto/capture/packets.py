@@ -184,7 +184,7 @@ def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnos
         if n < 14:
             return _malformed(record, f"Ethernet header needs 14 bytes, {n} captured")
         found = _ip_after_ethertype(record, data, (data[12] << 8) | data[13], 14)
-        if type(found) is not tuple:
+        if not isinstance(found, tuple):
             return found
         version, off = found
     elif link == LINKTYPE_LINUX_SLL or link == LINKTYPE_LINUX_SLL2:
@@ -199,7 +199,7 @@ def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnos
             ethertype = _u16(data, 0)[0]
             off = 20
         found = _ip_after_ethertype(record, data, ethertype, off)
-        if type(found) is not tuple:
+        if not isinstance(found, tuple):
             return found
         version, off = found
     elif link == LINKTYPE_RAW or link in _LINKTYPE_RAW_ALIASES or link == LINKTYPE_IPV4 or link == LINKTYPE_IPV6:

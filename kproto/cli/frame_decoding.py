@@ -133,10 +133,11 @@ class FrameDecoder:
                 return
 
     def _remember(self, frame: DecodedFrame) -> DecodedFrame:
-        info = frame.api_info
-        if frame.header is not None and info is not None and frame.api_version in info.versions:
+        info, corr, version = frame.api_info, frame.correlation_id, frame.api_version
+        if frame.header is not None and info is not None and corr is not None and version is not None \
+                and version in info.versions:
             if frame.body is None or expects_response(frame.header, frame.body):
-                self._pending.append((frame.correlation_id, frame.api_key, frame.api_version))
+                self._pending.append((corr, info.api_key, version))
                 if len(self._pending) > _MAX_PENDING:
                     self._pending.popleft()
         return frame

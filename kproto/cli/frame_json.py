@@ -74,11 +74,11 @@ def _request_bytes(header_data: Any, body_data: Any, raw_bytes: bytes, where: st
     info = kproto.APIS.get(header.api_key)
     known = info is not None and header.api_version in info.versions
     if body_data is not None:
-        if not known:
+        if info is None or not known:
             raise EncodeError(f"{where}: no body can be encoded for api key {header.api_key} v{header.api_version}")
         body = message_from_json(info.request, body_data, f"{where}.body")
         return kproto.encode_request(body, header.api_version, header.correlation_id, header.client_id)
-    header_version = info.request_header_version(header.api_version) if known else 1
+    header_version = info.request_header_version(header.api_version) if info is not None and known else 1
     return _with_size([header.encode(header_version), raw_bytes])
 
 
@@ -88,7 +88,7 @@ def _response_bytes(record: Dict[str, Any], header_data: Any, body_data: Any, ra
         return _with_size([header.encode(0), raw_bytes])
     api_key, version = record.get("api_key"), record.get("api_version")
     info = kproto.APIS.get(api_key) if isinstance(api_key, int) else None
-    if info is None or version not in info.versions:
+    if info is None or not isinstance(version, int) or version not in info.versions:
         raise EncodeError(f"{where}: a response body needs a known api_key and api_version, not {api_key!r} v{version!r}")
     body = message_from_json(info.response, body_data, f"{where}.body")
     return kproto.encode_response(body, version, header.correlation_id)

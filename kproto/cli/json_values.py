@@ -31,7 +31,7 @@ import os
 import uuid
 import warnings
 from itertools import islice
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Type, TypeVar
 
 from kproto._backend import BACKEND, FastPathMissingError, FastPathUnavailableWarning
 from kproto.errors import EncodeError, KprotoError
@@ -486,7 +486,10 @@ def _as_binary(value: Any) -> Optional[bytes]:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
-def message_from_json(cls: Type[Message], data: Any, where: str) -> Message:
+_M = TypeVar("_M", bound=Message)
+
+
+def message_from_json(cls: Type[_M], data: Any, where: str) -> _M:
     """An instance of ``cls`` from its JSON form (see :func:`message_json`)."""
     if not isinstance(data, dict):
         raise EncodeError(f"{where}: expected an object for {cls.__name__}")

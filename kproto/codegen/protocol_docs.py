@@ -28,7 +28,8 @@ import os
 import sys
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from kproto.schema import ApiSpec, FieldSpec, MessageSpec, SchemaSet, StructSpec, Versions, load_specs, snake_case
+from kproto.schema import (ApiSpec, FieldSpec, MessageSpec, SchemaSet, StructSpec, UpstreamSpec, Versions, load_specs,
+                           snake_case)
 
 __all__ = ["docs_dir", "generate_docs", "sync_docs", "main"]
 
@@ -205,7 +206,7 @@ def _version_table(spec: MessageSpec) -> List[str]:
     for v in versions:
         now = {path: _row_signature(spec, v, path, f) for path, f in _layout(spec.root, v)}
         if v == versions[0]:
-            added, removed, changed = ["(first version)"], [], []
+            added, removed, changed = ["(first version)"], [], []  # type: List[str], List[str], List[str]
         else:
             added = [f"`{p}`" for p in now if p not in before]
             removed = [f"`{p}`" for p in before if p not in now]
@@ -218,6 +219,8 @@ def _version_table(spec: MessageSpec) -> List[str]:
                     changed.append(f"`{p}` {'nullable' if sig[2] else 'no longer nullable'}")
                 if old[3] != sig[3]:
                     changed.append(f"`{p}` {'tagged (tag ' + sig[3] + ')' if sig[3] else 'no longer tagged'}")
+        if v in spec.version_notes:
+            changed.append(_cell(spec.version_notes[v]))
         flexible, deprecated = _flags(spec, v)
         lines.append(f"| {v} | {'yes' if flexible else ''} | {'yes' if deprecated else ''} | "
                      f"{_header_version(spec, v) if _header_version(spec, v) is not None else ''} | "
@@ -273,6 +276,8 @@ def render_message(spec: MessageSpec, level: int = 2, api_about: str = "") -> Li
     lines = [f"{h} {spec.name}", ""]
     if spec.about and not (api_about and api_about in spec.about):
         lines += [_cell(spec.about), ""]
+    if spec.upstream is not None:
+        lines += _upstream_line(spec.upstream, spec.source)
     lines += _summary(spec)
     lines += ["", f"{h}# Versions", ""] + _version_table(spec)
     lines += ["", f"{h}# Fields and their history", ""]
@@ -293,6 +298,15 @@ _ENCODING_NOTE = [
 ]
 
 
+def _upstream_line(upstream: Optional[UpstreamSpec], spec_file: str) -> List[str]:
+    """Which Apache Kafka release the spec file matches, as its page states it."""
+    if upstream is None:
+        return [f"Spec file: `specs/{spec_file}`.", ""]
+    files = ", ".join(f"`{name}`" for name in upstream.files)
+    return [f"Spec file: `specs/{spec_file}`, matching Apache Kafka {upstream.release} (commit "
+            f"`{upstream.commit}`)" + (f": {files}." if files else "."), ""]
+
+
 def _page_name(api: ApiSpec) -> str:
     return f"{snake_case(api.name)}.md"
 
@@ -305,7 +319,7 @@ def render_api(api: ApiSpec) -> str:
     old = _old_names(api)
     if old:
         lines += [f"Former names: {', '.join(old)}.", ""]
-    lines += [f"Spec file: `specs/{api.source}`.", ""] + _ENCODING_NOTE + [""]
+    lines += _upstream_line(api.upstream, api.source) + _ENCODING_NOTE + [""]
     lines += render_message(api.request, api_about=api.about) + render_message(api.response, api_about=api.about)
     return "\n".join(lines).rstrip("\n") + "\n"
 

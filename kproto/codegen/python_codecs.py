@@ -282,8 +282,9 @@ _C_WIRE_CIMPORT = ("from kproto._generated._c_wire cimport (\n"
                    "    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,\n)\n")
 
 
-def class_name(message: MessageSpec, struct: StructSpec) -> str:
+def class_name(message: MessageSpec, struct: Optional[StructSpec]) -> str:
     """Module-level name of a struct's class (nested ones are prefixed by their message)."""
+    assert struct is not None, "a struct-typed field without its struct"
     return message.name if struct is message.root else f"{message.name}_{struct.name}"
 
 
@@ -291,8 +292,9 @@ def _safe(attr: str) -> str:
     return attr + "_" if keyword.iskeyword(attr) else attr
 
 
-def _layout_key(struct: StructSpec, version: int, flexible: bool) -> Tuple:
+def _layout_key(struct: Optional[StructSpec], version: int, flexible: bool) -> Tuple:
     """Two versions with equal keys have byte-identical layouts for this struct."""
+    assert struct is not None, "a struct-typed field without its struct"
     parts: List[object] = [flexible]
     for f in struct.fields_for(version):
         t = f.type
@@ -639,7 +641,8 @@ class ModuleGenerator:
             e.add(line, 2)
 
     # ------------------------------------------------------------------ codec functions
-    def _fn_name(self, kind: str, message: MessageSpec, struct: StructSpec, version: int) -> Tuple[str, bool]:
+    def _fn_name(self, kind: str, message: MessageSpec, struct: Optional[StructSpec], version: int
+                 ) -> Tuple[str, bool]:
         """The function for this struct's layout in ``version``, and whether it still has to be emitted."""
         key = (kind + class_name(message, struct), _layout_key(struct, version, message.flexible_in(version)))
         name = self.fn_names.setdefault(key, f"_{kind}_{class_name(message, struct)}_v{version}")
@@ -772,6 +775,7 @@ class ModuleGenerator:
                 if f.type.is_struct and default != "None":
                     sub = class_name(message, f.type.struct)
                     if sub not in self.default_builders:
+                        assert f.type.struct is not None
                         self.default_builders[sub] = (message, f.type.struct)
                         pending.append(sub)
                     default = f"_new_{sub}()"

@@ -9,11 +9,12 @@ from kproto.schema.model import (
     SchemaSet,
     StructSpec,
     TypeRef,
+    UpstreamSpec,
     snake_case,
 )
 from kproto.schema.version_ranges import Versions
 
 __all__ = [
     "ApiSpec", "ErrorCodeSpec", "FieldSpec", "MessageSpec", "SchemaSet", "SpecError", "StructSpec", "TypeRef",
-    "Versions", "default_spec_dir", "load_specs", "snake_case",
+    "UpstreamSpec", "Versions", "default_spec_dir", "load_specs", "snake_case",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from kproto.schema.model import (
@@ -21,6 +22,7 @@ from kproto.schema.model import (
     SchemaSet,
     StructSpec,
     TypeRef,
+    UpstreamSpec,
     ZERO_UUID,
 )
 from kproto.schema.version_ranges import EMPTY, VersionRangeError, Versions
@@ -30,10 +32,14 @@ __all__ = ["SpecError", "load_specs", "default_spec_dir", "parse_spec_text"]
 _FIELD_KEYS = {"name", "type", "versions", "nullableVersions", "default", "ignorable", "about", "fields",
                "entityType", "errorCodeContext", "tag", "taggedVersions", "oldNames", "flexibleVersions"}
 _SECTION_KEYS = {"validVersions", "flexibleVersions", "headerVersions", "deprecatedVersions", "fields",
-                 "commonStructs", "about"}
-_API_KEYS = {"kind", "apiKey", "name", "oldNames", "about", "request", "response"}
-_HEADER_KEYS = {"kind", "name", "about", "validVersions", "flexibleVersions", "fields"}
-_DATA_KEYS = {"kind", "name", "about", "validVersions", "flexibleVersions", "fields", "versionPrefix", "commonStructs"}
+                 "commonStructs", "about", "versionNotes"}
+_API_KEYS = {"kind", "apiKey", "name", "oldNames", "about", "upstream", "request", "response"}
+_HEADER_KEYS = {"kind", "name", "about", "upstream", "validVersions", "flexibleVersions", "fields", "versionNotes"}
+_DATA_KEYS = {"kind", "name", "about", "upstream", "validVersions", "flexibleVersions", "fields", "versionPrefix",
+              "commonStructs", "versionNotes"}
+_UPSTREAM_KEYS = {"release", "commit", "files"}
+_RELEASE = re.compile(r"\d+\.\d+\.\d+\Z")
+_COMMIT = re.compile(r"[0-9a-f]{12,40}\Z")
 _ERROR_KEYS = {"code", "name", "oldNames", "modernName", "retriable", "introduced", "about", "contexts", "note"}
 #: entityType values and the (element) type they may label: Kafka's values plus two kproto additions,
 #: ``partitionIndex`` (partition numbers in topic-partition structures) and ``errorCode``.
@@ -318,9 +324,9 @@ def _header_versions(ctx: _Context, where: str, raw: Any, valid: Versions, flexi
                      kind: str) -> List[Tuple[Versions, int]]:
     if raw is None:
         classic, compact = DERIVED_HEADER_VERSIONS[kind]
-        out = [(Versions(v, v), compact if v in flexible else classic) for v in valid]
+        per_version = [(Versions(v, v), compact if v in flexible else classic) for v in valid]
         merged: List[Tuple[Versions, int]] = []
-        for versions, header in out:  # adjacent versions with the same header share one range
+        for versions, header in per_version:  # adjacent versions with the same header share one range
             if merged and merged[-1][1] == header:
                 merged[-1] = (Versions(merged[-1][0].lo, versions.hi), header)
             else:
@@ -342,6 +348,39 @@ def _header_versions(ctx: _Context, where: str, raw: Any, valid: Versions, flexi
         if not any(version in v for v, _ in out):
             raise ctx.fail(where, f"version {version} has no header version")
     return out
+
+
+def _version_notes(ctx: _Context, where: str, notes: Any, valid: Versions) -> Dict[int, str]:
+    """``versionNotes``: version range → text, each version at most once, inside ``validVersions``."""
+    if not isinstance(notes, dict):
+        raise ctx.fail(where, "must be an object mapping version ranges to text")
+    out: Dict[int, str] = {}
+    for key, text in notes.items():
+        versions = _versions(ctx, f"{where}[{key!r}]", key, valid.hi if valid.hi is not None else 0)
+        if versions.empty or not versions.within(valid):
+            raise ctx.fail(where, f"versions {key!r} not within validVersions {valid}")
+        if not isinstance(text, str) or not text.strip():
+            raise ctx.fail(where, f"note for {key!r} must be non-empty text")
+        for version in range(versions.lo, (versions.hi if versions.hi is not None else 0) + 1):
+            if version in out:
+                raise ctx.fail(where, f"version {version} has two notes")
+            out[version] = text.strip()
+    return dict(sorted(out.items()))
+
+
+def _upstream(ctx: _Context, value: Any) -> UpstreamSpec:
+    """``upstream``: the Apache Kafka release (and its commit id) the file's layouts match."""
+    if not isinstance(value, dict):
+        raise ctx.fail("upstream", "must be an object")
+    _check_keys(ctx, "upstream", value, _UPSTREAM_KEYS, ("release", "commit"))
+    release, commit, files = value["release"], value["commit"], value.get("files", [])
+    if not isinstance(release, str) or not _RELEASE.match(release):
+        raise ctx.fail("upstream.release", f"{release!r} is not a release like '4.1.0'")
+    if not isinstance(commit, str) or not _COMMIT.match(commit):
+        raise ctx.fail("upstream.commit", f"{commit!r} is not a lowercase hex commit id (12-40 digits)")
+    if not isinstance(files, list) or not all(isinstance(f, str) and f.endswith(".json") for f in files):
+        raise ctx.fail("upstream.files", "must be a list of Kafka message definition file names")
+    return UpstreamSpec(release=release, commit=commit, files=tuple(files))
 
 
 def _message(ctx: _Context, section: Any, name: str, kind: str, api_key: Optional[int], where: str,
@@ -382,9 +421,12 @@ def _message(ctx: _Context, section: Any, name: str, kind: str, api_key: Optiona
                                    flexible, kind)
     elif "headerVersions" in section:
         raise ctx.fail(where, "headerVersions only applies to requests and responses")
+    notes = _version_notes(ctx, (where + ".versionNotes").lstrip("."), section.get("versionNotes", {}), valid)
+    upstream = _upstream(ctx, section["upstream"]) if kind in ("header", "data") and "upstream" in section else None
     return MessageSpec(name=name, kind=kind, api_key=api_key, valid_versions=valid, flexible_versions=flexible,
                        header_versions=headers, root=root, about=str(section.get("about", "")),
-                       source=ctx.source, version_prefix=version_prefix, deprecated_versions=deprecated)
+                       source=ctx.source, version_prefix=version_prefix, deprecated_versions=deprecated,
+                       version_notes=notes, upstream=upstream)
 
 
 def _api(ctx: _Context, doc: Dict[str, Any]) -> ApiSpec:
@@ -407,8 +449,9 @@ def _api(ctx: _Context, doc: Dict[str, Any]) -> ApiSpec:
     for message, role in ((request, "request"), (response, "response")):
         if not message.about:
             message.about = f"The {role} of {name} (api key {key}). {about}".strip()
+    upstream = _upstream(ctx, doc["upstream"]) if "upstream" in doc else None
     return ApiSpec(api_key=key, name=name, old_names=list(old), about=str(doc.get("about", "")),
-                   request=request, response=response, source=ctx.source)
+                   request=request, response=response, source=ctx.source, upstream=upstream)
 
 
 def _errors(ctx: _Context, doc: Dict[str, Any]) -> List[ErrorCodeSpec]:

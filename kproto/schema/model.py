@@ -158,6 +158,20 @@ class StructSpec:
         return seen
 
 
+@dataclass(frozen=True)
+class UpstreamSpec:
+    """Where a spec file's layouts come from: the Apache Kafka release they match, version for version.
+
+    ``commit`` is the commit id that release's build stamps into its ``kafka-clients`` jar
+    (``kafka/kafka-version.properties``); ``files`` are Kafka's message definition files the spec was
+    compared with (``clients/src/main/resources/common/message/``).
+    """
+
+    release: str
+    commit: str
+    files: Tuple[str, ...] = ()
+
+
 @dataclass
 class MessageSpec:
     """A request, response, header or embedded data schema."""
@@ -174,6 +188,11 @@ class MessageSpec:
     version_prefix: Optional[str] = None
     #: Versions Kafka 4.0 stopped serving (KIP-896); kproto still encodes and decodes them.
     deprecated_versions: Versions = field(default_factory=lambda: Versions(1, 0))
+    #: Why a version exists, where Kafka's definitions say (a KIP, a new error code, a behaviour), by
+    #: version; documentation only, like ``about``.
+    version_notes: Dict[int, str] = field(default_factory=dict)
+    #: The release a header or embedded schema file matches (for an API: :attr:`ApiSpec.upstream`).
+    upstream: Optional[UpstreamSpec] = None
 
     def flexible_in(self, version: int) -> bool:
         return version in self.flexible_versions
@@ -196,6 +215,8 @@ class ApiSpec:
     request: MessageSpec
     response: MessageSpec
     source: str
+    #: The Apache Kafka release whose definitions the file matches.
+    upstream: Optional[UpstreamSpec] = None
 
 
 @dataclass

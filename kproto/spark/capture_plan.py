@@ -46,7 +46,7 @@ class ScanTask(NamedTuple):
 
     path: str
     size: int
-    index: int
+    index: int  # type: ignore[assignment]  # the range's number; shadows tuple.index, unused here
     start: int
     end: int
     split: bool  # the file has more than one range

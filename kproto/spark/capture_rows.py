@@ -123,7 +123,7 @@ class CaptureTableDecoder:
             if type(record) is Exchange:
                 self._exchange(record)
             else:
-                self._problem(record)
+                self._problem(record)  # type: ignore[arg-type]  # SASL tokens never reach this reader
 
     def _where(self, number: Optional[int]) -> Where:
         if number is None:

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from typing import Any, Collection, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Collection, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, cast
 
 import pyarrow as pa
 
+from kproto.capture.diagnostics import CaptureDiagnostic
 from kproto.capture.conversation import DEFAULT_PORTS
 from kproto.capture.packets import TcpSegment
 from kproto.capture.reader import CaptureReader
@@ -102,10 +103,11 @@ def segment_rows(item: CaptureRange) -> Iterator[Tuple[Any, ...]]:
     try:
         for seg in CaptureReader(source):
             if type(seg) is not TcpSegment:
+                found = cast(CaptureDiagnostic, seg)
                 diag = dataclasses.replace(
-                    seg,  # type: ignore[arg-type]
-                    packet=None if seg.packet is None else seg.packet + number_shift,  # type: ignore[union-attr]
-                    file_offset=None if seg.file_offset is None else seg.file_offset + offset_shift)  # type: ignore
+                    found,
+                    packet=None if found.packet is None else found.packet + number_shift,
+                    file_offset=None if found.file_offset is None else found.file_offset + offset_shift)
                 yield (None, None, None, None, file, file_time, diag.packet, None, None, str(diag), diag.file_offset)
                 continue
             number, time, src, sport, dst, dport, seq, ack, flags, payload, payload_length = seg

@@ -116,8 +116,8 @@ def _run(args: argparse.Namespace) -> int:
             inputs, options["glob"] = files, None
     try:
         if args.local:
-            runner = job.run_captures_local if captures else job.run_segments_local
-            summary = runner(inputs, args.out, **options)
+            local_runner = job.run_captures_local if captures else job.run_segments_local
+            summary = local_runner(inputs, args.out, **options)
         else:
             options["split_bytes"] = int(args.split_mb * (1 << 20))
             if captures:

@@ -41,7 +41,7 @@ def plan_segment_ranges(files: List[Tuple[str, int]], split_bytes: int = DEFAULT
     check_split_bytes(split_bytes)
     tasks = [(path, size, list(range(split_bytes, size, split_bytes))) for path, size in files if size > split_bytes]
     cuts = dict(run(_boundaries, tasks)) if tasks else {}
-    ranges = []
+    ranges: List[Tuple[str, int, int]] = []
     for path, size in files:
         edges = [0] + cuts.get(path, []) + [size]
         ranges.extend((path, a, b) for a, b in zip(edges, edges[1:]) if a < b)

@@ -219,8 +219,11 @@ def _api_summaries(ex: Any) -> List[ApiSummary]:
         F.percentile_approx("latency_ms", [0.5, 0.99]).alias("latency"),
         F.sum(F.when(errored, 1).otherwise(0)).alias("errors"),
     ).collect()
-    return [ApiSummary(r["api_name"], r["count"], r["bytes"] or 0, *(r["latency"] or [None, None]), r["errors"] or 0)
-            for r in sorted(rows, key=lambda r: r["api_name"])]
+    summaries = []
+    for r in sorted(rows, key=lambda r: r["api_name"]):
+        p50, p99 = r["latency"] or (None, None)
+        summaries.append(ApiSummary(r["api_name"], r["count"], r["bytes"] or 0, p50, p99, r["errors"] or 0))
+    return summaries
 
 
 def _top_topics(topics: Dict[Optional[str], Any], top: int) -> List[TopicSummary]:

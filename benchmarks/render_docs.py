@@ -1,0 +1,222 @@
+"""Render ``docs/benchmarks.md`` from the benchmarks' saved JSON (``benchmarks/results/*.json``).
+
+    python benchmarks/render_docs.py            # rewrite docs/benchmarks.md
+    python benchmarks/render_docs.py --check    # exit 1 when the document differs from what the JSON gives
+
+Each section is one benchmark: its renderer turns the saved rows into a table, and every table is stamped
+with the command that produced it, the run's date and the load average at its start and end, so a figure is
+never separated from how it was measured.  A benchmark that has not been run says so instead of a table.
+Ratios are computed here from the saved times, never typed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results import RESULTS_DIR, load  # noqa: E402
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+Run = Dict[str, Any]
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
+    out = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def _num(value: Optional[float], digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def _ratio(value: Optional[float]) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def _stamp(run: Run) -> List[str]:
+    load = " → ".join(", ".join(f"{x:.2f}" for x in run[k][:1]) for k in ("load_start", "load_end") if run.get(k))
+    machine = run.get("machine", {})
+    return [f"`{run['command']}` — {run['started']}, {machine.get('cpus', '?')} × {machine.get('cpu', '?')}, "
+            f"Python {machine.get('python', '?')}, load average (1 min) {load or 'unknown'}."]
+
+
+def _notes(run: Run) -> List[str]:
+    return [f"- {n}" for n in run.get("notes", [])]
+
+
+# ---------------------------------------------------------------- one renderer per benchmark
+
+
+def codecs(run: Run) -> List[str]:
+    impls: List[str] = []
+    for r in run["rows"]:
+        if r["impl"] != "kproto" and r["impl"] not in impls:
+            impls.append(r["impl"])
+    table: Dict[tuple, Dict[str, Any]] = {}
+    for r in run["rows"]:
+        table.setdefault((r["case"], r["op"]), {})[r["impl"]] = r
+    rows = []
+    for (case, op), by_impl in table.items():
+        own = by_impl.get("kproto")
+        rows.append([case, op, _num(own["us_per_op"] if own else None)]
+                    + [_ratio(by_impl[i]["ratio"]) if i in by_impl else "" for i in impls])
+    return (["Generated codecs: µs per operation for kproto, and each peer's time ÷ kproto's (above 1: kproto is "
+             "faster)."] + [""] + _table(["case", "op", "kproto µs"] + [f"{i} ×" for i in impls], rows))
+
+
+_RECORD_PEER = {"kproto-cython": "aiokafka-cython", "kproto-pure": "kafka-python"}
+_PEER_OP = {"columns": "decode"}
+
+
+def records(run: Run) -> List[str]:
+    rates: Dict[tuple, Dict[tuple, float]] = {}
+    for r in run["rows"]:
+        rates.setdefault((r["set"], r["codec"]), {})[(r["impl"], r["op"])] = r["m_per_s"]
+    ops = []
+    for r in run["rows"]:
+        if r["impl"].startswith("kproto") and r["op"] not in ops:
+            ops.append(r["op"])
+    out = ["Record sets: M records/s of kproto's compiled and pure cores, each with its ratio to its peer "
+           "(compiled: aiokafka's Cython classes; pure: kafka-python), the peer doing the same operation "
+           "(`columns` is kproto's columnar decode against the peer's object decode)."]
+    for impl in ("kproto-cython", "kproto-pure"):
+        peer = _RECORD_PEER[impl]
+        rows = []
+        for (rset, codec), by in rates.items():
+            cells = []
+            for op in ops:
+                own = by.get((impl, op))
+                other = by.get((peer, _PEER_OP.get(op, op)))
+                if own is None:
+                    cells.append("")
+                else:
+                    cells.append(_num(own) + (f" ({own / other:.2f}×)" if other else ""))
+            if any(cells):
+                rows.append([rset, codec] + cells)
+        if rows:
+            out += ["", f"**{impl}** (ratio to {peer})", ""] + _table(["set", "codec"] + ops, rows)
+    return out
+
+
+def capture(run: Run) -> List[str]:
+    rows = [[r["era"], f"{r['size_mb']:.0f}", r["command"], f"{r['wall_s']:.2f}", f"{r['cpu_s']:.2f}",
+             f"{r['tshark_wall_s'] / r['wall_s']:.1f}×", f"{r['tshark_cpu_s'] / r['cpu_s']:.1f}×"]
+            for r in run["rows"]]
+    return (["Generated captures decoded by `kproto pcap` against `tshark -T json` on the same file (medians of "
+             "the rounds; ratio = tshark time ÷ kproto time)."] + [""]
+            + _table(["traffic", "MB", "kproto command", "wall s", "CPU s", "vs tshark (wall)", "vs tshark (CPU)"],
+                     rows))
+
+
+def pipelining(run: Run) -> List[str]:
+    by = {(r["requests"], r["in_flight"]): r for r in run["rows"]}
+    rows = []
+    for (kind, window), r in by.items():
+        base = by.get((kind, 1))
+        rows.append([kind, str(window), _num(r["requests_per_s"]),
+                     _ratio(r["requests_per_s"] / base["requests_per_s"]) if base else "–"])
+    s = run.get("settings", {})
+    return ([f"Requests in flight on one connection (kproto's sans-I/O `ClientConnection`) against the mock broker "
+             f"with {s.get('delay_ms', '?')} ms injected per Produce, {s.get('batch', '?')} records per request."]
+            + [""] + _table(["requests", "in flight", "requests/s", "vs 1 in flight"], rows))
+
+
+def broker_ingest(run: Run) -> List[str]:
+    rows = [[r["path"], _num(r["messages_per_s"]),
+             "–" if r.get("broker_us_per_request") is None else f"{r['broker_us_per_request']:.0f}"]
+            for r in run["rows"]]
+    s = run.get("settings", {})
+    return ([f"The mock broker ingesting Produce v{s.get('produce_version', '?')} requests of {s.get('batch', '?')} "
+             f"records (RecordBatch v2) from one pipelined kproto connection."] + [""]
+            + _table(["path", "records/s", "broker µs per request"], rows))
+
+
+def spark(run: Run) -> List[str]:
+    rows = [[r["inputs"], f"{r['input_mb']:.0f}", r["path"], "–" if r["start_s"] is None else f"{r['start_s']:.1f}",
+             f"{r['run_s']:.2f}", f"{r['mb_per_s']:.1f}", _ratio(r["vs_single"])] for r in run["rows"]]
+    return (["The Spark job against the single-process pipeline on the same captures (start-up excluded)."] + [""]
+            + _table(["input", "MB", "path", "start s", "run s", "MB/s", "vs single process"], rows))
+
+
+def abuse(run: Run) -> List[str]:
+    keys: List[str] = []
+    for r in run["rows"]:
+        keys += [k for k in r if k != "scenario" and k not in keys]
+    rows = [[r["scenario"]] + [str(r.get(k, "")) for k in keys] for r in run["rows"]]
+    return (["Hostile-peer scenarios of [reliability.md](reliability.md#budgets-of-the-running-tools): what each "
+             "costs the broker or the CLI."] + [""] + _table(["scenario"] + keys, rows))
+
+
+def client(run: Run) -> List[str]:
+    keys: List[str] = []
+    for r in run["rows"]:
+        keys += [k for k in r if k not in keys]
+    rows = [[_num(r[k]) if isinstance(r.get(k), float) else str(r.get(k, "")) for k in keys] for r in run["rows"]]
+    return ["Clients producing and consuming through one broker."] + [""] + _table(keys, rows)
+
+
+#: (results file stem, section title, renderer), in the document's order.
+SECTIONS: List[tuple] = [
+    ("codecs", "Generated codecs, compiled", codecs),
+    ("codecs-pure", "Generated codecs, pure Python", codecs),
+    ("records", "Record sets", records),
+    ("client", "Clients against the mock broker", client),
+    ("client-apache-kafka", "Clients against Apache Kafka", client),
+    ("pipelining", "Pipelining", pipelining),
+    ("broker_ingest", "Mock broker ingest", broker_ingest),
+    ("capture", "Capture decoding", capture),
+    ("spark", "Spark", spark),
+    ("abuse", "Hostile peers", abuse),
+]
+
+
+def render(directory: Optional[Path] = None) -> str:
+    lines = [
+        "# Benchmarks",
+        "",
+        "Rendered by `python benchmarks/render_docs.py` from the JSON each benchmark writes to `benchmarks/results/`;",
+        "do not edit by hand.  Every table names the command that produced it, when it ran and the machine's load:",
+        "absolute figures move with the machine and its load, ratios measured in one run much less.  Peers run at",
+        "their defaults unless a row says which settings were equalised.",
+    ]
+    for name, title, renderer in SECTIONS:
+        lines += ["", f"## {title}", ""]
+        run = load(name, directory)
+        if run is None:
+            lines.append(f"Not run yet: `benchmarks/results/{name}.json` is missing.")
+            continue
+        lines += _stamp(run) + [""] + renderer(run)
+        notes = _notes(run)
+        if notes:
+            lines += [""] + notes
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="fail when docs/benchmarks.md is out of date")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where the JSON files are")
+    args = parser.parse_args(argv)
+    text = render(args.results)
+    if args.check:
+        if not DOC.is_file() or DOC.read_text() != text:
+            print(f"{DOC} is out of date: run python benchmarks/render_docs.py", file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(text)
+    print(f"wrote {DOC}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

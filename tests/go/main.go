@@ -1,0 +1,335 @@
+// Command peers runs franz-go (kgo) and Sarama at their defaults against a Kafka broker, one scenario per
+// argument, and prints one JSON object per step on stdout: {"scenario", "step", "ok", ...}; a failed step
+// carries "error".  Every wait is bounded by a deadline, so a broker that never answers shows as an error
+// line, not a hang.
+//
+// Usage: peers BOOTSTRAP SCENARIO...   (kgo-produce, kgo-consume, kgo-transactions, kgo-group-transact,
+// sarama-produce, sarama-group)
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// N is the number of records each produce scenario writes.
+const N = 2000
+
+const stepTimeout = 60 * time.Second
+
+var bootstrap string
+
+func emit(scenario, step string, err error, fields map[string]any) {
+	line := map[string]any{"scenario": scenario, "step": step, "ok": err == nil}
+	for k, v := range fields {
+		line[k] = v
+	}
+	if err != nil {
+		line["error"] = err.Error()
+	}
+	out, _ := json.Marshal(line)
+	fmt.Println(string(out))
+}
+
+func main() {
+	bootstrap = os.Args[1]
+	for _, scenario := range os.Args[2:] {
+		switch scenario {
+		case "kgo-produce":
+			kgoProduce()
+		case "kgo-consume":
+			kgoConsume()
+		case "kgo-transactions":
+			kgoTransactions()
+		case "kgo-group-transact":
+			kgoGroupTransact()
+		case "sarama-produce":
+			saramaProduce()
+		case "sarama-group":
+			saramaGroup()
+		default:
+			fmt.Fprintln(os.Stderr, "unknown scenario", scenario)
+			os.Exit(2)
+		}
+	}
+	emit("done", "all", nil, nil)
+}
+
+// ------------------------------------------------------------------------------------------- franz-go
+
+// kgoProduce: the client at its defaults (idempotent, acks=all) writes N keyed records to "gt".
+func kgoProduce() {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic("gt"))
+	if err != nil {
+		emit("kgo-produce", "send", err, nil)
+		return
+	}
+	defer cl.Close()
+	records := make([]*kgo.Record, N)
+	for i := range records {
+		records[i] = &kgo.Record{Key: []byte("k" + strconv.Itoa(i%31)), Value: []byte("g" + strconv.Itoa(i))}
+	}
+	perPartition := map[string]int{}
+	results := cl.ProduceSync(ctx, records...)
+	for _, r := range results {
+		if r.Err == nil {
+			perPartition[strconv.Itoa(int(r.Record.Partition))]++
+		}
+	}
+	emit("kgo-produce", "send", results.FirstErr(), map[string]any{"sent": len(results), "per_partition": perPartition})
+}
+
+// pollUntil polls until want records arrived (and then quiet long enough) or the context ends.
+func pollUntil(ctx context.Context, cl *kgo.Client, want int, quiet time.Duration) ([]*kgo.Record, error) {
+	var got []*kgo.Record
+	lastNew := time.Now()
+	for {
+		pollCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		fetches := cl.PollFetches(pollCtx)
+		cancel()
+		for _, fe := range fetches.Errors() {
+			if fe.Err != context.DeadlineExceeded && fe.Err != context.Canceled {
+				return got, fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+			}
+		}
+		before := len(got)
+		fetches.EachRecord(func(r *kgo.Record) { got = append(got, r) })
+		if len(got) != before {
+			lastNew = time.Now()
+		}
+		if len(got) >= want && time.Since(lastNew) >= quiet {
+			return got, nil
+		}
+		if ctx.Err() != nil {
+			return got, fmt.Errorf("%d of %d records before the deadline", len(got), want)
+		}
+	}
+}
+
+// kgoConsume: a group consumer at its defaults (fetch sessions on) reads "gt" back and commits.
+func kgoConsume() {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumerGroup("gg"), kgo.ConsumeTopics("gt"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if err != nil {
+		emit("kgo-consume", "read_and_commit", err, nil)
+		return
+	}
+	defer cl.Close()
+	got, err := pollUntil(ctx, cl, N, 0)
+	if err == nil {
+		err = cl.CommitUncommittedOffsets(ctx)
+	}
+	values := make([]string, 0, len(got))
+	offsets := map[string][]int64{}
+	for _, r := range got {
+		values = append(values, string(r.Value))
+		p := strconv.Itoa(int(r.Partition))
+		offsets[p] = append(offsets[p], r.Offset)
+	}
+	emit("kgo-consume", "read_and_commit", err, map[string]any{"values": values, "offsets": offsets})
+}
+
+// kgoTransactions: a transactional producer commits, aborts, commits; a read_committed consumer then sees
+// only the committed records.
+func kgoTransactions() {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	err := func() error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic("gx"),
+			kgo.TransactionalID("gtx"))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		rounds := []struct {
+			prefix string
+			commit kgo.TransactionEndTry
+		}{{"c1", kgo.TryCommit}, {"a", kgo.TryAbort}, {"c2", kgo.TryCommit}}
+		for _, round := range rounds {
+			if err := cl.BeginTransaction(); err != nil {
+				return err
+			}
+			for i := 0; i < 10; i++ {
+				rec := &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte(round.prefix + "-" + strconv.Itoa(i))}
+				if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+					return err
+				}
+			}
+			if err := cl.EndTransaction(ctx, round.commit); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	emit("kgo-transactions", "commit_abort_commit", err, nil)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics("gx"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		emit("kgo-transactions", "read_committed", err, nil)
+		return
+	}
+	defer cl.Close()
+	got, err := pollUntil(ctx, cl, 20, 1500*time.Millisecond)
+	values := []string{}
+	for _, r := range got {
+		values = append(values, string(r.Value))
+	}
+	sort.Strings(values)
+	emit("kgo-transactions", "read_committed", err, map[string]any{"values": values})
+}
+
+// kgoGroupTransact: consume-transform-produce with a GroupTransactSession: reads "gt" in group "gts" and
+// writes each value, prefixed "y", to "gy", one transaction per poll that also commits the group's offsets
+// (AddOffsetsToTxn, TxnOffsetCommit with the member's generation).
+func kgoGroupTransact() {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(bootstrap), kgo.TransactionalID("gts-tx"),
+		kgo.ConsumerGroup("gts"), kgo.ConsumeTopics("gt"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic("gy"))
+	if err != nil {
+		emit("kgo-group-transact", "transform", err, nil)
+		return
+	}
+	defer sess.Close()
+	moved, transactions := 0, 0
+	err = func() error {
+		for moved < N {
+			pollCtx, pollCancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			fetches := sess.PollFetches(pollCtx)
+			pollCancel()
+			if ctx.Err() != nil {
+				return fmt.Errorf("%d of %d records moved before the deadline", moved, N)
+			}
+			for _, fe := range fetches.Errors() {
+				if fe.Err != context.DeadlineExceeded && fe.Err != context.Canceled {
+					return fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+				}
+			}
+			var out []*kgo.Record
+			fetches.EachRecord(func(r *kgo.Record) {
+				out = append(out, &kgo.Record{Key: r.Key, Value: append([]byte("y"), r.Value...)})
+			})
+			if len(out) == 0 {
+				continue
+			}
+			if err := sess.Begin(); err != nil {
+				return err
+			}
+			produceErr := sess.ProduceSync(ctx, out...).FirstErr()
+			committed, err := sess.End(ctx, kgo.TransactionEndTry(produceErr == nil))
+			if produceErr != nil {
+				return produceErr
+			}
+			if err != nil {
+				return err
+			}
+			if committed {
+				moved += len(out)
+				transactions++
+			}
+		}
+		return nil
+	}()
+	emit("kgo-group-transact", "transform", err, map[string]any{"moved": moved, "transactions": transactions})
+}
+
+// --------------------------------------------------------------------------------------------- Sarama
+
+// saramaProduce: a SyncProducer (Sarama's defaults, plus the Return.Successes it requires) writes N
+// records to "st".
+func saramaProduce() {
+	cfg := sarama.NewConfig()
+	cfg.Producer.Return.Successes = true
+	producer, err := sarama.NewSyncProducer([]string{bootstrap}, cfg)
+	if err != nil {
+		emit("sarama-produce", "send", err, nil)
+		return
+	}
+	defer producer.Close()
+	msgs := make([]*sarama.ProducerMessage, N)
+	for i := range msgs {
+		msgs[i] = &sarama.ProducerMessage{Topic: "st", Key: sarama.StringEncoder("k" + strconv.Itoa(i%31)),
+			Value: sarama.StringEncoder("s" + strconv.Itoa(i))}
+	}
+	err = producer.SendMessages(msgs)
+	perPartition := map[string]int{}
+	for _, m := range msgs {
+		perPartition[strconv.Itoa(int(m.Partition))]++
+	}
+	emit("sarama-produce", "send", err, map[string]any{"sent": len(msgs), "per_partition": perPartition,
+		"version": cfg.Version.String()})
+}
+
+type groupHandler struct {
+	mu     sync.Mutex
+	values []string
+	want   int
+	done   context.CancelFunc
+}
+
+func (h *groupHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for msg := range claim.Messages() {
+		sess.MarkMessage(msg, "")
+		h.mu.Lock()
+		h.values = append(h.values, string(msg.Value))
+		if len(h.values) >= h.want {
+			sess.Commit()
+			h.done()
+		}
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+// saramaGroup: a consumer group (Sarama's defaults, from the oldest offset) reads "st" back and commits.
+func saramaGroup() {
+	cfg := sarama.NewConfig()
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	group, err := sarama.NewConsumerGroup([]string{bootstrap}, "sg", cfg)
+	if err != nil {
+		emit("sarama-group", "read_and_commit", err, nil)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	handler := &groupHandler{want: N, done: cancel}
+	var groupErrs []string
+	go func() {
+		for e := range group.Errors() {
+			groupErrs = append(groupErrs, e.Error())
+		}
+	}()
+	for ctx.Err() == nil {
+		if err = group.Consume(ctx, []string{"st"}, handler); err != nil {
+			break
+		}
+	}
+	closeErr := group.Close()
+	if err == nil {
+		err = closeErr
+	}
+	handler.mu.Lock()
+	defer handler.mu.Unlock()
+	if err == nil && len(handler.values) < N {
+		err = fmt.Errorf("%d of %d records before the deadline (group errors: %v)", len(handler.values), N, groupErrs)
+	}
+	emit("sarama-group", "read_and_commit", err, map[string]any{"values": handler.values})
+}
