@@ -503,7 +503,8 @@ def run_broker(
 ) -> int:
     """Run a :class:`MockBroker` in the foreground until SIGINT or SIGTERM; returns 0.
 
-    The first line announced (printed by default) is ``listening on HOST:PORT``; ``options`` are
+    The first line announced (printed by default) is ``listening on HOST:PORT`` (with several brokers,
+    every node's ``HOST:PORT``, comma-separated: a bootstrap list); ``options`` are
     :class:`MockBroker` keywords (``topics``, ``record_pcap``, ...).  The pcap is written on the way out.
     """
     import signal
@@ -519,7 +520,7 @@ def run_broker(
             except (NotImplementedError, RuntimeError):  # not the main thread, or not Unix
                 pass
         async with broker:
-            announce(f"listening on {broker.host}:{broker.port}")
+            announce(f"listening on {broker.bootstrap_servers}")
             await stop.wait()
 
     asyncio.run(serve())
