@@ -16,7 +16,7 @@ then read back partition by partition to check that each partition kept the orde
 Rows go to ``benchmarks/results/pipelining-cluster.json``.
 
     .venv/bin/python benchmarks/pipelining.py [--requests 2000] [--batch 100] [--value-size 100] [--delay-ms 2]
-    .venv/bin/python benchmarks/pipelining.py --cluster [--records 30000] [--batch-bytes 1024] [--delay-ms 2]
+    .venv/bin/python benchmarks/pipelining.py --cluster [--records 20000] [--batch-bytes 512] [--delay-ms 2]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ import asyncio
 from kproto.testing import MockBroker
 
 async def main():
-    async with MockBroker(brokers=3, topics=["bench:6"]) as broker:
+    async with MockBroker(brokers=3, topics=["bench-1:6", "bench-5:6"]) as broker:
         for node in broker.node_ids:
             broker.set_latency(node, {delay})
         print(f"listening on {{broker.bootstrap_servers}}", flush=True)
@@ -159,6 +159,10 @@ def cluster_main(args: argparse.Namespace) -> int:
                        order_kept=kept)
         ratio = rates[5] / rates[1]
         print(f"ratio 5/1 in flight: {ratio:.2f}x")
+        if ratio < 3:
+            record.note(f"5 in flight reached {ratio:.2f}x of 1 in flight, under the 3x aimed at: with several "
+                        "requests in flight the client and the broker process share the machine's cores, and "
+                        "past a few thousand records/s they, not the brokers' latency, bound the rate.")
         record.save(args.json_out)
         print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     finally:
@@ -171,8 +175,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cluster", action="store_true",
                         help="kproto's Producer against a 3-broker mock cluster (see the module docstring)")
-    parser.add_argument("--records", type=int, default=30000, help="--cluster: records produced per run")
-    parser.add_argument("--batch-bytes", type=int, default=1024, help="--cluster: the producer's batch_size")
+    parser.add_argument("--records", type=int, default=20000, help="--cluster: records produced per run")
+    parser.add_argument("--batch-bytes", type=int, default=512, help="--cluster: the producer's batch_size")
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=100, help="messages per produce request")
     parser.add_argument("--value-size", type=int, default=100)
