@@ -112,8 +112,9 @@ def test_leader_epochs_after_a_move_as_a_kafka_replica_checks_them(cluster: Mock
         return fetch_answer(cluster, node, 1, version, epoch).responses[0].partitions[0].error_code
 
     assert code(old, 0) == _C.FENCED_LEADER_EPOCH     # the client's epoch is older than the partition's
-    assert code(old, 1) == _C.NOT_LEADER_FOR_PARTITION  # current epoch, wrong broker
-    assert code(old, -1) == _C.NOT_LEADER_FOR_PARTITION
+    assert code(old, 1, version=10) == _C.NOT_LEADER_FOR_PARTITION  # current epoch, not the leader
+    assert code(old, -1, version=10) == _C.NOT_LEADER_FOR_PARTITION
+    assert code(old, 1) == _C.NONE  # Fetch v11+: a follower serves consumers, as Kafka's do (KIP-392)
     assert code(new, 2) == _C.UNKNOWN_LEADER_EPOCH    # newer than the broker knows
     assert code(new, 1) == _C.NONE
     assert code(new, 0) == _C.FENCED_LEADER_EPOCH

@@ -373,12 +373,15 @@ class Cluster:
         self._set_isr(topic, partition, placement, to)
         self._changed()
 
-    def leader_error(self, topic: str, partition: int, node: int, current_leader_epoch: int = -1) -> Optional[ErrorCode]:
-        """Why ``node`` cannot serve the partition as its leader (Kafka's error), or None.
+    def leader_error(self, topic: str, partition: int, node: int, current_leader_epoch: int = -1, *,
+                     follower_ok: bool = False) -> Optional[ErrorCode]:
+        """Why ``node`` cannot serve the partition (Kafka's error), or None.
 
         As a Kafka replica checks: a known ``current_leader_epoch`` older than the partition's is
         FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH; then a node that does not lead it is
-        NOT_LEADER_OR_FOLLOWER (also when it holds no replica: the partition exists in its metadata).
+        NOT_LEADER_OR_FOLLOWER (also when it holds no replica: the partition exists in its metadata) --
+        unless ``follower_ok`` and it is a running replica: Kafka lets followers serve a consumer's Fetch
+        v11+ (KIP-392; the request then carries client metadata), up to the high watermark.
         """
         placement = self.placement(topic, partition)
         if placement is None:
@@ -388,7 +391,7 @@ class Cluster:
                 return ErrorCode.FENCED_LEADER_EPOCH
             if current_leader_epoch > placement.leader_epoch:
                 return ErrorCode.UNKNOWN_LEADER_EPOCH
-        if placement.leader != node:
+        if placement.leader != node and not (follower_ok and node in placement.replicas and node in self.live):
             return ErrorCode.NOT_LEADER_FOR_PARTITION  # Kafka 2.6+ calls code 6 NOT_LEADER_OR_FOLLOWER
         return None
 

@@ -317,7 +317,8 @@ class DataPlane:
                 seen.add(key)
                 log = None if name is None else self.cluster.partition(name, part.partition)
                 refused = None if log is None or name is None else self.cluster.leader_error(
-                    name, part.partition, node, part.current_leader_epoch if version >= 9 else -1)
+                    name, part.partition, node, part.current_leader_epoch if version >= 9 else -1,
+                    follower_ok=version >= 11)
                 if refused is not None:
                     failed = True
                     answers.append(P(partition_index=part.partition, error_code=refused, high_watermark=-1,
