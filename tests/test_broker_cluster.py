@@ -328,3 +328,14 @@ def test_controls_naming_what_does_not_exist_are_refused(cluster: MockBroker) ->
         cluster.move_leader("t", 2, 2)
     assert isinstance(cluster.events[0], BrokerStopped) and not any(
         isinstance(e, LeaderMoved) and e.new_leader == 2 for e in cluster.events)
+
+
+def test_a_loading_coordinator_answers_heartbeats_as_kafka_does(cluster: MockBroker) -> None:
+    from kproto.messages import HeartbeatRequest
+
+    new = next(n for n in cluster.node_ids if n != cluster.coordinator("hb"))
+    cluster.move_coordinator("hb", new, loading_ms=60_000)
+    beat = HeartbeatRequest(group_id="hb", generation_id=1, member_id="m")
+    with SocketClient(address(cluster, new)) as client:
+        assert client.request(beat, 1).error_code == _C.NONE  # "blindly", while the group loads
+        assert client.request(_fetch_offsets("hb"), 3).error_code == _C.GROUP_LOAD_IN_PROGRESS

@@ -283,3 +283,18 @@ def test_every_broker_stopped_ends_in_the_clients_own_timeout(broker: MockBroker
         return time.monotonic() - start
 
     assert asyncio.run(main()) < 30
+
+
+def test_kproto_metadata_survives_the_broker_it_bootstrapped_from_stopping() -> None:
+    with MockBroker(brokers=3, topics={"one": 1}) as cluster:
+        first = cluster.bootstrap_servers.split(",")[0]  # node 0, which leads "one"
+        assert cluster.leader("one", 0) == 0
+
+        async def main() -> None:
+            async with Producer(first, acks="all", idempotence=True, delivery_timeout_ms=10000,
+                                request_timeout_ms=3000) as producer:
+                await asyncio.wait_for(await producer.send("one", b"before"), DEADLINE)
+                cluster.stop_broker(0)  # the only broker this client has a connection to
+                await asyncio.wait_for(await producer.send("one", b"after"), DEADLINE)
+        asyncio.run(main())
+        assert [r.value for r in cluster.records("one", 0)] == [b"before", b"after"]

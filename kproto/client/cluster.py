@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from kproto import ErrorCode
-from kproto.client.connection import DEFAULT_REQUEST_TIMEOUT_MS, BrokerVersions, BrokerConnectionError, Connection
+from kproto.client.connection import (
+    DEFAULT_REQUEST_TIMEOUT_MS,
+    BrokerConnectionError,
+    BrokerVersions,
+    Connection,
+    RequestTimeoutError,
+)
 from kproto.messages import MetadataRequest, MetadataResponse
 
 __all__ = ["BrokerNode", "ClusterView", "parse_bootstrap"]
@@ -146,13 +152,18 @@ class ClusterView:
         async with self._metadata_lock:
             last: Optional[BrokerConnectionError] = None
             # A broker that stopped must not be the only one asked: any open connection first, then
-            # every broker the last metadata named, then the bootstrap list.
-            for node in [None, *self.brokers, "bootstrap"]:
+            # every broker the last metadata named, then the bootstrap list (before any metadata, the
+            # first attempt already went through it).  A broker that accepted and stayed silent spent
+            # the request bound: that ends the refresh, so the caller's bound holds.
+            candidates: List[object] = [None, *self.brokers, "bootstrap"] if self.brokers else [None]
+            for node in candidates:
                 try:
                     if node == "bootstrap":
                         conn = await self._open(("bootstrap", "data"), None)
                     else:
                         conn = await self.connection(node)  # type: ignore[arg-type]
+                except RequestTimeoutError:
+                    raise
                 except BrokerConnectionError as exc:
                     last = exc
                     continue
@@ -163,6 +174,9 @@ class ClusterView:
                     request.allow_auto_topic_creation = True
                 try:
                     response = await conn.request(request, version)
+                except RequestTimeoutError:
+                    self.forget_connection(conn)
+                    raise
                 except BrokerConnectionError as exc:
                     self.forget_connection(conn)
                     last = exc
