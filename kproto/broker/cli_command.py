@@ -23,8 +23,8 @@ connect at their defaults (it answers ApiVersions); 0.8/0.9-pinned clients are s
 
 The first line on standard output is "listening on HOST:PORT"; with --port 0 it names the port that was
 picked.  With --brokers N it is a cluster of N brokers on N ports and the line lists them all,
-comma-separated (a bootstrap list); partitions get replicas and leaders spread over the brokers.  Topics named with --topic exist from the start; others are created when a client asks for
-them (unless --no-auto-create).  With --record FILE every byte exchanged is written to a pcap when the
+comma-separated (a bootstrap list); partitions get replicas and leaders spread over the brokers.
+Topics named with --topic exist from the start; others are created when a client asks for them (unless --no-auto-create).  With --record FILE every byte exchanged is written to a pcap when the
 broker stops.  With --sasl-plain-user every client must log in with SASL PLAIN first.
 
 Exit status: 0 after a clean stop, 2 for bad arguments."""

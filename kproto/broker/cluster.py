@@ -7,10 +7,12 @@ partition and is its only replica, so metadata never carries REPLICA_NOT_AVAILAB
 is met at once.  Nodes stop and start, leaders move, ISRs shrink and coordinators fail over through the
 cluster's own mutations (:meth:`Cluster.stop_node`, :meth:`Cluster.move_leader`, ...); each one is
 recorded in :attr:`Cluster.events`.  Every node reads the same partition logs: replication is not
-simulated byte by byte, only its visible effects (leaders, epochs, ISRs, acks=all waiting).  Topics are declared up front or created
-with ``default_partitions`` on first mention by Metadata or Produce when ``auto_create`` is on (the
-0.9 ``auto.create.topics.enable`` default).  Auto-creation stops at ``max_topics``.  Topic names follow 0.9's rule: 1-249 characters of
-``[a-zA-Z0-9._-]``, and not ``.`` or ``..``.
+simulated byte by byte, only its visible effects (leaders, epochs, ISRs, acks=all waiting).
+
+Topics are declared up front or created with ``default_partitions`` on first mention by Metadata or
+Produce when ``auto_create`` is on (the 0.9 ``auto.create.topics.enable`` default).  Auto-creation stops
+at ``max_topics``.  Topic names follow 0.9's rule: 1-249 characters of ``[a-zA-Z0-9._-]``, and not ``.``
+or ``..``.
 
 Every topic gets a random UUID when created (Kafka 2.8+ topic ids): Metadata v10+ shows it and Fetch
 v13+ names topics by it.  A topic is CreateTime or LogAppendTime (``message.timestamp.type``); the

@@ -289,6 +289,7 @@ class ControlPlane:
         results = []
         for topic in req.topics:
             partitions = self.cluster.topics.get(topic.name)
+            partitions_placed = self.cluster.placements.get(topic.name, [])
             code, message = _C.NONE, None
             if partitions is None:
                 code, message = _C.UNKNOWN_TOPIC_OR_PARTITION, "no such topic"
@@ -298,7 +299,7 @@ class ControlPlane:
                 code, message = _C.INVALID_PARTITIONS, f"the limit is {self.config.max_partitions_per_topic}"
             elif topic.assignments is not None and (
                     len(topic.assignments) != topic.count - len(partitions)
-                    or any(not self._valid_assignment(a.broker_ids, len(self.cluster.placements[topic.name][0].replicas))
+                    or any(not self._valid_assignment(a.broker_ids, len(partitions_placed[0].replicas))
                            for a in topic.assignments)):
                 code, message = _C.INVALID_REPLICA_ASSIGNMENT, f"the brokers are {list(self.cluster.node_ids)}"
             if code == _C.NONE and not req.validate_only:

@@ -204,9 +204,10 @@ class MockBroker:
 
     async def _start_node(self, node: int, port: int) -> None:
         single = len(self.core.cluster.node_ids) == 1
+        # The loop's exception handler is set once, by the first node's first start, and given back by it.
+        first_start = node == self.core.cluster.node_ids[0] and node not in self._ports
         server = BrokerServer(self.core, self.faults, host=self._listen[0], port=port, recorder=self.recorder,
-                              node_id=node, hooks=self.hooks, run_timers=single,
-                              summarise_accept_failures=node == self.core.cluster.node_ids[0] and node not in self._ports)
+                              node_id=node, hooks=self.hooks, run_timers=single, summarise_accept_failures=first_start)
         await server.start()
         self._servers[node] = server
         self._bound_host, self._ports[node] = server.address
