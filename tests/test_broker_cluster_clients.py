@@ -6,6 +6,8 @@ and acks=all: kproto.client, kafka-python, confluent-kafka (librdkafka) and aiok
 * A group's coordinator fails over (NOT_COORDINATOR from the old node, COORDINATOR_LOAD_IN_PROGRESS
   from the new one for a while) in the middle of consuming: every record is consumed once, and a new
   member of the group resumes from the offsets committed before and after the move.
+* A transactional id's coordinator moves between transactions (confluent-kafka): every transaction commits.
+* Every broker stopped: kproto's producer ends on its own bounds.
 
 Scenarios are short (a few hundred records); waits are bounded by generous deadlines, never asserted.
 """
@@ -298,3 +300,23 @@ def test_kproto_metadata_survives_the_broker_it_bootstrapped_from_stopping() -> 
                 await asyncio.wait_for(await producer.send("one", b"after"), DEADLINE)
         asyncio.run(main())
         assert [r.value for r in cluster.records("one", 0)] == [b"before", b"after"]
+
+
+def test_confluent_transactions_through_a_transaction_coordinator_move(broker: MockBroker) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "tx-1"})
+    producer.init_transactions(DEADLINE)
+    for round in range(3):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce("t", value=b"%d-%d" % (round, i), partition=i % PARTITIONS)
+        if round == 1:  # EndTxn meets NOT_COORDINATOR, then COORDINATOR_LOAD_IN_PROGRESS, then commits
+            old = broker.transaction_coordinator("tx-1")
+            broker.move_transaction_coordinator("tx-1", next(n for n in broker.node_ids if n != old), loading_ms=500)
+        producer.commit_transaction(DEADLINE)
+    stored = sorted(r.value for r in broker.records("t") if r.value is not None)
+    assert stored == sorted(b"%d-%d" % (r, i) for r in range(3) for i in range(10))
+    from kproto.records import decode_records
+
+    markers = [b for p in range(PARTITIONS) for b in decode_records(broker.log_bytes("t", p)).batches
+               if b.is_control]
+    assert len(markers) == 3 * PARTITIONS  # every transaction committed on every partition
