@@ -365,14 +365,15 @@ def test_real_client_traffic(client: str, kafka: ApacheKafka, tmp_path: Path) ->
     records = [json.loads(line) for line in jsonl.stdout.decode().splitlines()]
     (summary,) = [r for r in records if r["record"] == "summary"]
     assert summary["failures"] == 0, summary
-    # The one problem allowed is a fact of the conversation: librdkafka (a Metadata request) and
-    # franz-go (a Fetch) close a connection with a request still out.
+    # The one problem allowed is a fact of the conversation: a consumer may close while its long-poll Fetch
+    # is still out (franz-go always does, kproto's client when the poll ends at that moment), and librdkafka
+    # also closes with a Metadata request out.
     assert set(summary["problems"]) <= {"unanswered-request"}, summary
     unanswered = [r for r in records if r["record"] == "problem"]
     assert all(
         r["kind"] == "unanswered-request" and r["detail"].endswith("the connection ended") for r in unanswered
     ), unanswered
-    assert client in ("confluent-kafka", "franz-go") or not unanswered, unanswered
+    assert all(client == "confluent-kafka" or "api key 1 " in r["detail"] for r in unanswered), unanswered
     apis = {r["api_name"] for r in records if r["record"] == "exchange"}
     assert {"Produce", "Fetch", "JoinGroup", "SyncGroup", "OffsetCommit"} <= apis, apis
     for value in values():

@@ -478,12 +478,15 @@ def _partitions_served(conn: "_Conn", topic: str, partitions: int) -> bool:
 
 
 #: Settings a Kafka broker needs for the corpus: short group sessions, no initial rebalance delay.
-KAFKA_CONFIG: Mapping[str, object] = {"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0}
+#: The real broker's settings the corpus relies on: no automatic topic creation (the corpus creates its topics,
+#: and its unknown-topic scenarios need them unknown), short sessions, no initial rebalance delay.
+KAFKA_CONFIG: Mapping[str, object] = {"auto.create.topics.enable": "false", "group.min.session.timeout.ms": 1000,
+                                      "group.initial.rebalance.delay.ms": 0}
 
 
 def comparable_mock() -> Any:
     """A :class:`~kproto.testing.MockBroker` set up as the corpus expects: node id 1 (a one-node Kafka's),
-    no automatic topic creation (the corpus creates its topics; Kafka's harness turns it off), and the
+    no automatic topic creation (as :data:`KAFKA_CONFIG` on the real broker), and the
     same 1000 ms session-timeout floor as :data:`KAFKA_CONFIG`."""
     from kproto.broker.mock import MockBroker
     return MockBroker(auto_create_topics=False, node_id=1, min_session_timeout_ms=1000)
