@@ -81,3 +81,21 @@ class BrokerConfig:
     max_producer_ids: int = DEFAULT_MAX_PRODUCER_IDS
     #: ``log.message.timestamp.type`` of new topics: "CreateTime" or "LogAppendTime".
     log_message_timestamp_type: str = "CreateTime"
+    brokers: int = 1
+    replication_factor: Optional[int] = None
+    min_insync_replicas: int = 1
+    replication_lag_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.brokers < 1:
+            raise ValueError(f"brokers={self.brokers}: a cluster needs at least one")
+
+    @property
+    def node_ids(self) -> tuple:
+        """The ids of the cluster's brokers."""
+        return tuple(self.node_id + i for i in range(self.brokers))
+
+    @property
+    def default_replication_factor(self) -> int:
+        """Replicas of each partition: as configured, else up to 3 (never more than the brokers)."""
+        return self.replication_factor if self.replication_factor is not None else min(3, self.brokers)
