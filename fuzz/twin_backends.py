@@ -68,7 +68,8 @@ def load_pure_codecs() -> SimpleNamespace:
     finally:
         sys.meta_path[:] = [f for f in finders_before]
         assert not any(isinstance(f, _SourceFirst) for f in sys.meta_path) or any(
-            isinstance(f, _SourceFirst) for f in finders_before)
+            isinstance(f, _SourceFirst) for f in finders_before
+        )
         for name in [n for n in sys.modules if _is_compiled_family(n)]:
             del sys.modules[name]
         sys.modules.update(saved)

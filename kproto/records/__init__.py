@@ -63,15 +63,26 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from kproto.records.segment import Segment as Segment, read_segment as read_segment
 
 _BACKEND_BOUND = {
-    "LegacyRecord", "MessageSetCodec", "Record", "decode_columns", "decode_message_set", "decode_records",
-    "encode_control_batch", "encode_message_set", "encode_record_batch", "record_rows",
+    "LegacyRecord",
+    "MessageSetCodec",
+    "Record",
+    "decode_columns",
+    "decode_message_set",
+    "decode_records",
+    "encode_control_batch",
+    "encode_message_set",
+    "encode_record_batch",
+    "record_rows",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name == "Message":
-        warnings.warn("kproto.records.Message is deprecated: the magic 0/1 record is kproto.records.LegacyRecord",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "kproto.records.Message is deprecated: the magic 0/1 record is kproto.records.LegacyRecord",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         name = "LegacyRecord"
     if name in _BACKEND_BOUND:
         from kproto.records import codec

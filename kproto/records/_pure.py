@@ -52,8 +52,16 @@ from kproto.records.format import (
 )
 
 __all__ = [
-    "LegacyRecord", "Record", "crc32c", "decode", "decode_columns", "decode_record_columns", "decode_records", "encode_batch",
-    "encode_plain", "record_rows",
+    "LegacyRecord",
+    "Record",
+    "crc32c",
+    "decode",
+    "decode_columns",
+    "decode_record_columns",
+    "decode_records",
+    "encode_batch",
+    "encode_plain",
+    "record_rows",
 ]
 
 # offset, message_size, crc, magic, attributes (unsigned), then for magic 0 the key length and, when that is
@@ -150,7 +158,13 @@ def _decode_into(
     pos = 0
     # Everything the loop touches is a local: one struct call reads the entry head and (magic 0) the key
     # length, attributes come unsigned (no masking), messages are built with tuple.__new__.
-    head, ts_key, i32, crc32, append = _HEAD_KV.unpack_from, _TS_KEY.unpack_from, _I32.unpack_from, zlib.crc32, out.append
+    head, ts_key, i32, crc32, append = (
+        _HEAD_KV.unpack_from,
+        _TS_KEY.unpack_from,
+        _I32.unpack_from,
+        zlib.crc32,
+        out.append,
+    )
     new, message, ts_kv = _new, LegacyRecord, _TS_KV.unpack_from
     track = crc_flags is not None
     crc_ok = True
@@ -188,7 +202,22 @@ def _decode_into(
         if magic == 1 and size >= 22:
             timestamp, klen, vlen = ts_kv(buf, pos + 18)
             if klen == -1 and vlen == size - 22 and not attributes & 7:  # the same for magic 1
-                append(new(message, (None, buf[pos + 34 : end], timestamp, offset, 1, attributes, carrier_codec, (attributes >> 3) & 1, crc)))
+                append(
+                    new(
+                        message,
+                        (
+                            None,
+                            buf[pos + 34 : end],
+                            timestamp,
+                            offset,
+                            1,
+                            attributes,
+                            carrier_codec,
+                            (attributes >> 3) & 1,
+                            crc,
+                        ),
+                    )
+                )
                 if track:
                     crc_flags.append(crc_ok)
                 pos = end
@@ -203,11 +232,25 @@ def _decode_into(
                 elif vlen == -1 and p == end:
                     value = None
                 else:
-                    raise DecodeError(f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4)
+                    raise DecodeError(
+                        f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4
+                    )
                 if attributes & CODEC_MASK:
                     _expand_wrapper(
-                        buf, out, crc_flags, check_crc and check_inner_crc, budget, inner, pos, p, offset, 0, attributes,
-                        None, value, crc_ok,
+                        buf,
+                        out,
+                        crc_flags,
+                        check_crc and check_inner_crc,
+                        budget,
+                        inner,
+                        pos,
+                        p,
+                        offset,
+                        0,
+                        attributes,
+                        None,
+                        value,
+                        crc_ok,
                     )
                 else:
                     append(new(message, (None, value, None, offset, 0, attributes, carrier_codec, None, crc)))
@@ -241,8 +284,20 @@ def _decode_into(
             raise DecodeError(f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4)
         if attributes & CODEC_MASK:
             _expand_wrapper(
-                buf, out, crc_flags, check_crc and check_inner_crc, budget, inner, pos, p, offset, magic, attributes,
-                timestamp, value, crc_ok,
+                buf,
+                out,
+                crc_flags,
+                check_crc and check_inner_crc,
+                budget,
+                inner,
+                pos,
+                p,
+                offset,
+                magic,
+                attributes,
+                timestamp,
+                value,
+                crc_ok,
             )
         else:
             append(new(message, (key, value, timestamp, offset, magic, attributes, carrier_codec, timestamp_type, crc)))
@@ -274,7 +329,9 @@ def _expand_wrapper(
     if name is None:
         raise DecodeError(f"unknown compression codec {codec}", entry + 17)
     if inner:
-        raise LimitExceededError("a compressed message inside a compressed message set (nested compression)", entry + 17)
+        raise LimitExceededError(
+            "a compressed message inside a compressed message set (nested compression)", entry + 17
+        )
     if value is None:
         raise DecodeError(f"{name} wrapper message has a null value", value_pos - 4)
     raw = decompress(codec, value, magic=magic, limit=budget[0], position=value_pos)
@@ -286,7 +343,9 @@ def _expand_wrapper(
     except DecodeError as exc:
         raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} wrapper]", value_pos) from None
     if partial:
-        raise DecodeError(f"the {name} wrapper's inner message set is truncated at decompressed byte {valid}", value_pos)
+        raise DecodeError(
+            f"the {name} wrapper's inner message set is truncated at decompressed byte {valid}", value_pos
+        )
     if not found:
         raise DecodeError(f"the {name} wrapper holds no messages", value_pos)
     if any(m.magic != magic for m in found):
@@ -312,8 +371,9 @@ def _absolute_inner(
         if delta > _I64_MAX:
             raise DecodeError(f"wrapper offset {offset} minus last inner offset {last} does not fit int64", entry)
         if max(m.offset for m in found) > _I64_MAX - delta:
-            raise DecodeError(f"inner offsets of the wrapper at offset {offset} do not fit int64 once made absolute",
-                              entry)
+            raise DecodeError(
+                f"inner offsets of the wrapper at offset {offset} do not fit int64 once made absolute", entry
+            )
     log_append = bool(attributes & 0x08)
     if not delta and not log_append:
         return found
@@ -363,7 +423,11 @@ def encode_plain(messages: Iterable[Any], magic: int, base_offset: int, attribut
             raise EncodeError(f"message {index}: offset {offset} does not fit int64")
         if magic == 0:
             if key is None:
-                body = body_v0_null_key(0, attributes, -1, vlen) + value if value is not None else body_v0_null_key(0, attributes, -1, -1)
+                body = (
+                    body_v0_null_key(0, attributes, -1, vlen) + value
+                    if value is not None
+                    else body_v0_null_key(0, attributes, -1, -1)
+                )
                 if len(body) + 4 > _I32_MAX:
                     raise EncodeError(f"message {index}: larger than 2 GiB")
                 add(pack_prefix(offset, len(body) + 4, crc32(body)))
@@ -534,17 +598,31 @@ class _Run:
 
     def records(self) -> Iterator[Record]:
         n = len(self.offsets)
-        timestamp, headers, codec, ts_type, producer_id, producer_epoch, transactional, control, attributes = \
+        timestamp, headers, codec, ts_type, producer_id, producer_epoch, transactional, control, attributes = (
             self.constants
+        )
         keys, values = self.keys, self.values
         header_column: Iterable[Any] = repeat(headers, n) if self.headers is None else self.headers
-        return map(_new, repeat(Record, n), zip(  # tuple.__new__(Record, fields) straight from map, no partial
-            self.offsets, repeat(timestamp, n) if self.timestamps is None else self.timestamps,
-            repeat(None, n) if keys is None else keys, repeat(None, n) if values is None else values,
-            header_column, repeat(2, n), repeat(codec, n), repeat(ts_type, n), repeat(producer_id, n),
-            repeat(producer_epoch, n), repeat(-1, n) if self.sequences is None else self.sequences,
-            repeat(transactional, n), repeat(control, n),
-            repeat(attributes, n) if self.attributes is None else self.attributes))
+        return map(
+            _new,
+            repeat(Record, n),
+            zip(  # tuple.__new__(Record, fields) straight from map, no partial
+                self.offsets,
+                repeat(timestamp, n) if self.timestamps is None else self.timestamps,
+                repeat(None, n) if keys is None else keys,
+                repeat(None, n) if values is None else values,
+                header_column,
+                repeat(2, n),
+                repeat(codec, n),
+                repeat(ts_type, n),
+                repeat(producer_id, n),
+                repeat(producer_epoch, n),
+                repeat(-1, n) if self.sequences is None else self.sequences,
+                repeat(transactional, n),
+                repeat(control, n),
+                repeat(attributes, n) if self.attributes is None else self.attributes,
+            ),
+        )
 
 
 def _field_run(constants: Tuple[Any, ...], timestamps: bool, sequences: bool) -> _Run:
@@ -559,8 +637,25 @@ def _field_run(constants: Tuple[Any, ...], timestamps: bool, sequences: bool) ->
 
 def _legacy_records(messages: List[LegacyRecord]) -> List[Record]:
     return [
-        _new(Record, (m.offset, m.timestamp, m.key, m.value, (), m.magic, m.codec, m.timestamp_type,
-                      -1, -1, -1, False, False, m.attributes))
+        _new(
+            Record,
+            (
+                m.offset,
+                m.timestamp,
+                m.key,
+                m.value,
+                (),
+                m.magic,
+                m.codec,
+                m.timestamp_type,
+                -1,
+                -1,
+                -1,
+                False,
+                False,
+                m.attributes,
+            ),
+        )
         for m in messages
     ]
 
@@ -619,10 +714,23 @@ def _legacy_batch_of(buf: bytes, pos: int, end: int, records: List[Any]) -> Batc
     timestamp = _TS_KEY.unpack_from(buf, pos + 18)[0] if magic == 1 else NO_TIMESTAMP
     first = records[0].offset
     return Batch(
-        position=pos, base_offset=first, batch_length=size, partition_leader_epoch=-1, magic=magic, crc=crc,
-        attributes=attributes, last_offset_delta=records[-1].offset - first, base_timestamp=timestamp,
-        max_timestamp=timestamp, producer_id=-1, producer_epoch=-1, base_sequence=-1, records_count=len(records),
-        control_type=None, coordinator_epoch=None, records=records,
+        position=pos,
+        base_offset=first,
+        batch_length=size,
+        partition_leader_epoch=-1,
+        magic=magic,
+        crc=crc,
+        attributes=attributes,
+        last_offset_delta=records[-1].offset - first,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        records_count=len(records),
+        control_type=None,
+        coordinator_epoch=None,
+        records=records,
     )
 
 
@@ -649,8 +757,21 @@ def _varint(buf: bytes, p: int, stop: int, limit: int, what: str) -> Tuple[int, 
 
 
 def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[int]) -> Batch:
-    (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts, producer_id,
-     producer_epoch, base_sequence, count) = _BATCH.unpack_from(buf, pos)
+    (
+        base_offset,
+        length,
+        leader_epoch,
+        magic,
+        crc,
+        attributes,
+        last_delta,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = _BATCH.unpack_from(buf, pos)
     if check_crc:
         computed = crc32c(memoryview(buf)[pos + BATCH_CRC_FROM : end])  # in place: no copy of the batch
         if computed != crc:
@@ -678,8 +799,22 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
     transactional = bool(attributes & ATTR_TRANSACTIONAL)
     control = bool(attributes & ATTR_CONTROL)
     log_append_ts = max_ts if ts_type else None
-    fast = _records_fast(body, p, stop, count, base_offset, base_ts, log_append_ts, ts_type, name, producer_id,
-                         producer_epoch, base_sequence, transactional, control)
+    fast = _records_fast(
+        body,
+        p,
+        stop,
+        count,
+        base_offset,
+        base_ts,
+        log_append_ts,
+        ts_type,
+        name,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        transactional,
+        control,
+    )
     if fast is not None:
         records = _BatchRecords(fast)
         p = stop
@@ -688,24 +823,53 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
         if type(body) is not bytes:
             body = bytes(body)
         try:
-            p = _records_into(body, p, stop, count, rows, base_offset, base_ts, log_append_ts, ts_type, name,
-                              producer_id, producer_epoch, base_sequence, transactional, control)
+            p = _records_into(
+                body,
+                p,
+                stop,
+                count,
+                rows,
+                base_offset,
+                base_ts,
+                log_append_ts,
+                ts_type,
+                name,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                transactional,
+                control,
+            )
         except DecodeError as exc:
             if not codec:
                 raise
             raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} batch]", body_at) from None
         records = _BatchRecords([rows])
     if p != stop:
-        raise DecodeError(f"{stop - p} bytes follow the {count} records the batch header counts",
-                          p if not codec else body_at)
+        raise DecodeError(
+            f"{stop - p} bytes follow the {count} records the batch header counts", p if not codec else body_at
+        )
     control_type = coordinator_epoch = None
     if control:
         control_type, coordinator_epoch = _control_marker(records, pos)
     return Batch(
-        position=pos, base_offset=base_offset, batch_length=length, partition_leader_epoch=leader_epoch, magic=magic,
-        crc=crc, attributes=attributes, last_offset_delta=last_delta, base_timestamp=base_ts, max_timestamp=max_ts,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence, records_count=count,
-        control_type=control_type, coordinator_epoch=coordinator_epoch, records=records,
+        position=pos,
+        base_offset=base_offset,
+        batch_length=length,
+        partition_leader_epoch=leader_epoch,
+        magic=magic,
+        crc=crc,
+        attributes=attributes,
+        last_offset_delta=last_delta,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=count,
+        control_type=control_type,
+        coordinator_epoch=coordinator_epoch,
+        records=records,
     )
 
 
@@ -741,9 +905,21 @@ def _sequence(base_sequence: int, delta: int) -> int:
 
 
 def _records_into(
-    buf: bytes, p: int, stop: int, count: int, out: List[Tuple[Any, ...]], base_offset: int, base_ts: int,
-    log_append_ts: Optional[int], ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int,
-    base_sequence: int, transactional: bool, control: bool,
+    buf: bytes,
+    p: int,
+    stop: int,
+    count: int,
+    out: List[Tuple[Any, ...]],
+    base_offset: int,
+    base_ts: int,
+    log_append_ts: Optional[int],
+    ts_type: int,
+    codec: Optional[str],
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    transactional: bool,
+    control: bool,
 ) -> int:
     """Parse ``count`` records from ``buf[p:stop]`` into ``out`` (the fields of each as a tuple, in the order of
     :class:`Record`'s); return where they end."""
@@ -759,11 +935,15 @@ def _records_into(
         else:
             length, q = varint(buf, p, stop, 5, "record length")
         if length < 6 or length > stop - q:
-            raise DecodeError(f"record length {length} does not fit the {stop - q} bytes left in the batch "
-                              "(or is below the 6 bytes of the smallest record)", p)
+            raise DecodeError(
+                f"record length {length} does not fit the {stop - q} bytes left in the batch "
+                "(or is below the 6 bytes of the smallest record)",
+                p,
+            )
         end = q + length
         attributes = buf[q]
-        # attributes (int8, unused; kept unsigned like a message's), then timestamp delta, offset delta, key, value, headers; a record of
+        # attributes (int8, unused; kept unsigned like a message's), then timestamp delta, offset delta, key, value,
+        # headers; a record of
         # length >= 6 holds the attributes and the first byte of the timestamp delta
         b = buf[q + 1]
         if b < 0x80:
@@ -810,9 +990,24 @@ def _records_into(
             headers = ()
         if q != end:
             raise DecodeError(f"record fields end {end - q} bytes before its length says", q)
-        append((offset, log_append_ts if ts_type else timestamp, key, value, headers, 2, codec, ts_type, producer_id,
-                producer_epoch, _sequence(base_sequence, off_delta) if base_sequence >= 0 else -1, transactional,
-                control, attributes))
+        append(
+            (
+                offset,
+                log_append_ts if ts_type else timestamp,
+                key,
+                value,
+                headers,
+                2,
+                codec,
+                ts_type,
+                producer_id,
+                producer_epoch,
+                _sequence(base_sequence, off_delta) if base_sequence >= 0 else -1,
+                transactional,
+                control,
+                attributes,
+            )
+        )
         p = end
     return p
 
@@ -859,9 +1054,20 @@ _FAST_BASE_LIMIT = 2**62
 
 
 def _records_fast(
-    buf: Any, p: int, stop: int, count: int, base_offset: int, base_ts: int, log_append_ts: Optional[int],
-    ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int, base_sequence: int,
-    transactional: bool, control: bool,
+    buf: Any,
+    p: int,
+    stop: int,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    log_append_ts: Optional[int],
+    ts_type: int,
+    codec: Optional[str],
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    transactional: bool,
+    control: bool,
 ) -> Optional[List[Any]]:
     """:func:`_records_into` for the records producers write, or ``None`` when anything is unusual; ``buf``
     is ``bytes``.
@@ -998,8 +1204,11 @@ def record_rows(records: Iterable[Any], row_type: Any, topic: Any, partition: An
     consumer hands out.  ``row_type`` is a tuple subclass of seven fields (a named tuple); each row is built
     as ``tuple.__new__(row_type, fields)`` builds it, without calling ``row_type.__new__``."""
     new = _new
-    return [new(row_type, (topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers))
-            for r in records if r.offset >= start]
+    return [
+        new(row_type, (topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers))
+        for r in records
+        if r.offset >= start
+    ]
 
 
 def decode_record_columns(data: Any, check_crc: bool, limit: int) -> RecordColumns:
@@ -1011,8 +1220,9 @@ def decode_record_columns(data: Any, check_crc: bool, limit: int) -> RecordColum
     return RecordColumns.from_batches(batches, crc_flags, valid, partial)
 
 
-def _walk_columns(buf: bytes, check_crc: bool, budget: List[int], batches: List[Batch],
-                  crc_flags: List[bool]) -> Tuple[int, bool]:
+def _walk_columns(
+    buf: bytes, check_crc: bool, budget: List[int], batches: List[Batch], crc_flags: List[bool]
+) -> Tuple[int, bool]:
     """The columns' walk: with ``check_crc`` off, every CRC is still computed and its outcome recorded."""
     valid, partial = _walk_entries(buf, check_crc, budget, batches)
     for batch in batches:
@@ -1055,8 +1265,9 @@ def _zigzag(value: int) -> bytes:
 _SMALL_VARINTS = [bytes((i,)) for i in range(128)]
 
 
-def encode_batch_records(records: Iterable[Any], now: int,
-                         few_pieces: bool = False) -> Tuple[List[bytes], int, int, int, int]:
+def encode_batch_records(
+    records: Iterable[Any], now: int, few_pieces: bool = False
+) -> Tuple[List[bytes], int, int, int, int]:
     """The record section of a batch: (its pieces, to be joined, their total size, count, base timestamp,
     max timestamp).
 
@@ -1125,8 +1336,9 @@ class _Parts:
         self.largest += largest
 
 
-def _encode_columns(items: List[Any], now: int,
-                    few_pieces: bool = False) -> Optional[Tuple[List[bytes], int, int, int, int]]:
+def _encode_columns(
+    items: List[Any], now: int, few_pieces: bool = False
+) -> Optional[Tuple[List[bytes], int, int, int, int]]:
     """:func:`_encode_rows` for a list of ``(key, value[, timestamp[, headers]])`` tuples of one length with
     ``bytes``/``None`` keys and values, ``int``/``None`` timestamps and headers of ``(str, bytes | None)``
     pairs; ``None`` for anything else (or anything it does not take), which is left to :func:`_encode_rows`
@@ -1181,8 +1393,9 @@ def _encode_columns(items: List[Any], now: int,
         else:
             deltas = list(map(sub, timestamps, repeat(base_ts)))
             if low >= base_ts and max_ts - base_ts < top:
-                parts.each(list(map(table.__getitem__, deltas)), map(widths.__getitem__, deltas),
-                           widths[max_ts - base_ts])
+                parts.each(
+                    list(map(table.__getitem__, deltas)), map(widths.__getitem__, deltas), widths[max_ts - base_ts]
+                )
             else:
                 varints = list(map(_zigzag, deltas))
                 parts.each(varints, map(len, varints), 10)
@@ -1278,8 +1491,9 @@ def _pieces_between(columns: List[Any], apart: List[int], count: int) -> List[by
     return pieces
 
 
-def _binary_part(column: List[Any], count: int, table: List[bytes], widths: List[int], parts: _Parts,
-                 own: bool = False) -> Optional[int]:
+def _binary_part(
+    column: List[Any], count: int, table: List[bytes], widths: List[int], parts: _Parts, own: bool = False
+) -> Optional[int]:
     """Add the pieces (length varint, bytes) of a column of ``bytes``/``None`` (null: length -1, no bytes)
     to ``parts``; return the largest length (0 if all are null), ``None`` if the column holds anything
     else.  ``own``: a column that may stay pieces of its own in a batch of large records."""
@@ -1421,8 +1635,9 @@ def _encode_rows(records: List[Any], now: int) -> Tuple[List[bytes], int, int, i
         elif timestamp > max_ts:
             max_ts = timestamp
         if not _I64_MIN <= timestamp - base_ts <= _I64_MAX:
-            raise EncodeError(f"record {index}: timestamp {timestamp} is too far from the first record's "
-                              f"{base_ts} for an int64 delta")
+            raise EncodeError(
+                f"record {index}: timestamp {timestamp} is too far from the first record's {base_ts} for an int64 delta"
+            )
         body = [b"\x00", zz(timestamp - base_ts), zz(index)]
         if key is None:
             body.append(b"\x01")
@@ -1451,7 +1666,9 @@ def _encode_rows(records: List[Any], now: int) -> Tuple[List[bytes], int, int, i
     return parts, sum(map(len, parts)), index + 1, base_ts, max_ts
 
 
-def _record_fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[bytes], Optional[int], List[Tuple[bytes, Optional[bytes]]]]:
+def _record_fields(
+    item: Any, index: int
+) -> Tuple[Optional[bytes], Optional[bytes], Optional[int], List[Tuple[bytes, Optional[bytes]]]]:
     headers: Any = ()
     if type(item) is tuple:
         if len(item) == 2:
@@ -1472,8 +1689,12 @@ def _record_fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[byt
             ) from None
         timestamp = getattr(item, "timestamp", None)
         headers = getattr(item, "headers", ())
-    return (_binary(key, "key", index, "record"), _binary(value, "value", index, "record"),
-            _timestamp(timestamp, index, "record"), _headers(headers, index))
+    return (
+        _binary(key, "key", index, "record"),
+        _binary(value, "value", index, "record"),
+        _timestamp(timestamp, index, "record"),
+        _headers(headers, index),
+    )
 
 
 def _headers(headers: Any, index: int) -> List[Tuple[bytes, Optional[bytes]]]:
@@ -1503,8 +1724,15 @@ def _headers(headers: Any, index: int) -> List[Tuple[bytes, Optional[bytes]]]:
 
 
 def encode_batch(
-    records: Iterable[Any], base_offset: int, codec: int, producer_id: int, producer_epoch: int, base_sequence: int,
-    attributes: int, partition_leader_epoch: int, now: int,
+    records: Iterable[Any],
+    base_offset: int,
+    codec: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    attributes: int,
+    partition_leader_epoch: int,
+    now: int,
 ) -> bytes:
     """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
     pieces, size, count, base_ts, max_ts = encode_batch_records(records, now, few_pieces=bool(codec))
@@ -1512,8 +1740,9 @@ def encode_batch(
         return b""
     if count - 1 > _I64_MAX - base_offset:
         raise EncodeError(f"offsets from {base_offset} for {count} records do not fit int64")
-    head = _BATCH_HEAD_AFTER_CRC.pack(attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch,
-                                      base_sequence, count)
+    head = _BATCH_HEAD_AFTER_CRC.pack(
+        attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, count
+    )
     parts: List[Any] = pieces
     if codec:
         parts = [compress_pieces(codec, pieces, size, magic=2)]  # bytes or bytearray: the join takes either
@@ -1538,6 +1767,7 @@ _U32 = struct.Struct(">I")
 
 
 # --- CRC-32C (Castagnoli) ----------------------------------------------------------------------------------
+
 
 def _crc32c_table() -> List[int]:
     table = []
