@@ -7,21 +7,26 @@ import time
 import uuid
 from typing import Dict, List, Optional
 
-import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from broker_client import SocketClient
 from kproto import ErrorCode
 from kproto.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator, safe_regex
-from kproto.group.consumer_group_rules import GroupState, MemberState
+from kproto.group.consumer_group_rules import HEARTBEAT_CHECKS, Check, GroupState, MemberState
 from kproto.group.offset_store import OffsetStore
 from kproto.group.server_assignors import range_assign, uniform_assign
 from kproto.messages import (
+    ApiVersionsRequest,
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    JoinGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
 )
+from kproto.testing import MockBroker
 
 H = ConsumerGroupHeartbeatRequest
 SESSION = 10_000
@@ -190,6 +195,17 @@ def test_bad_requests() -> None:
     assert full.hb("b", 0).error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
 
 
+def test_checks_run_in_table_order() -> None:
+    # A request failing several checks is answered by the first of HEARTBEAT_CHECKS.
+    order = HEARTBEAT_CHECKS.index
+    assert order(Check.ASSIGNOR_KNOWN) < order(Check.REGEX_VALID) < order(Check.NOT_CLASSIC_GROUP)
+    h = Harness()
+    h.classic_members.add("g")
+    assert h.hb("a", 0, regex="(a+)+", assignor="x").error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
+    assert h.hb("a", 0, regex="(a+)+").error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert h.hb("a", 0).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
 def test_huge_subscriptions_are_bounded() -> None:
     h = Harness()
     names = [f"topic-{i}" for i in range(99_999)] + ["t"]
@@ -356,3 +372,52 @@ class OneOwnerMachine(RuleBasedStateMachine):
 
 OneOwnerMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
 test_one_owner_per_partition = OneOwnerMachine.TestCase
+
+
+# ------------------------------------------------------------------------------------------- served by the mock broker
+
+
+def test_mock_broker_serves_consumer_groups_and_routes_their_offsets() -> None:
+    with MockBroker(topics={"t": 2}) as broker, SocketClient((broker.host, broker.port)) as client:
+        versions = client.request(ApiVersionsRequest(client_software_name="k", client_software_version="1"), 3)
+        served = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+        assert served[68] == (0, 1) and served[69] == (0, 1)
+        assert [(f.name, f.min_version_level, f.max_version_level) for f in versions.finalized_features] == [
+            ("group.version", 1, 1)]
+        joined = client.request(H(group_id="g", member_id="m1", member_epoch=0, rebalance_timeout_ms=1000,
+                                  subscribed_topic_names=["t"], topic_partitions=[]), 1)
+        assert (joined.error_code, joined.member_epoch) == (0, 1)
+        assert len(joined.assignment.topic_partitions[0].partitions) == 2
+
+        def commit(epoch: int, version: int = 9) -> int:
+            T = OffsetCommitRequest.OffsetCommitRequestTopic
+            P = T.OffsetCommitRequestPartition
+            answer = client.request(OffsetCommitRequest(
+                group_id="g", generation_id_or_member_epoch=epoch, member_id="m1",
+                topics=[T(name="t", partitions=[P(partition_index=0, committed_offset=42)])]), version)
+            return int(answer.topics[0].partitions[0].error_code)
+
+        assert commit(0) == ErrorCode.STALE_MEMBER_EPOCH
+        assert commit(1, version=8) == ErrorCode.UNSUPPORTED_VERSION
+        assert commit(1) == ErrorCode.NONE
+        G = OffsetFetchRequest.OffsetFetchRequestGroup
+        fetched = client.request(OffsetFetchRequest(groups=[G(group_id="g", member_id="m1", member_epoch=1,
+                                                              topics=None)]), 9)
+        assert fetched.groups[0].error_code == 0
+        assert [(p.partition_index, p.committed_offset) for p in fetched.groups[0].topics[0].partitions] == [(0, 42)]
+        stale = client.request(OffsetFetchRequest(groups=[G(group_id="g", member_id="m1", member_epoch=7,
+                                                            topics=None)]), 9)
+        assert stale.groups[0].error_code == ErrorCode.STALE_MEMBER_EPOCH
+        # group.consumer.migration.policy=disabled: a classic member cannot join the consumer group.
+        P = JoinGroupRequest.JoinGroupRequestProtocol
+        classic = client.request(JoinGroupRequest(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                                                  member_id="", protocol_type="consumer",
+                                                  protocols=[P(name="range", metadata=b"")]), 5)
+        assert classic.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        left = client.request(H(group_id="g", member_id="m1", member_epoch=-1), 1)
+        assert (left.error_code, left.member_epoch) == (0, -1)
+        # Empty now (its offsets kept): a classic member may take the id over.
+        assert client.request(JoinGroupRequest(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                                               member_id="", protocol_type="consumer",
+                                               protocols=[P(name="range", metadata=b"")]), 3).error_code == 0
+        assert broker.core.coordinator.committed("g") == {("t", 0): (42, "")}

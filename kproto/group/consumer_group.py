@@ -29,7 +29,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Pattern, Set, S
 from kproto import ErrorCode
 from kproto.errors import UnsupportedVersionError
 from kproto.group.consumer_group_rules import (
-    HEARTBEAT_CHECKS,
     LEAVE_EPOCH,
     MEMBER_TRANSITIONS,
     SERVED_VERSIONS,
@@ -285,7 +284,8 @@ class ConsumerGroupCoordinator:
         if group is not None and not group.members:
             del self._groups[group_id]
 
-    def offset_commit_error(self, group_id: str, member_id: str, member_epoch: int, api_version: int) -> Optional[ErrorCode]:
+    def offset_commit_error(self, group_id: str, member_id: str, member_epoch: int,
+                            api_version: int) -> Optional[ErrorCode]:
         """None if an OffsetCommit to the consumer group may store its offsets, else its error."""
         group = self._groups[group_id]
         if member_epoch < 0 and not group.members:
@@ -299,7 +299,8 @@ class ConsumerGroupCoordinator:
             return _X.OFFSET_EPOCH_CURRENT.error_code
         return None
 
-    def offset_fetch_error(self, group_id: str, member_id: Optional[str], member_epoch: int) -> Optional[ErrorCode]:
+    def offset_fetch_error(self, group_id: str, member_id: Optional[str],
+                           member_epoch: int) -> Optional[ErrorCode]:
         """None if an OffsetFetch of the consumer group may read its offsets, else its error."""
         if member_id is None or (member_epoch < 0 and not member_id):
             return None  # the admin client, or a client that does not say
@@ -379,7 +380,8 @@ class ConsumerGroupCoordinator:
         A = ConsumerGroupHeartbeatResponse.Assignment
         T = A.TopicPartitions
         assignment = None if assigned is None else A(topic_partitions=[
-            T(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(assigned.items(), key=lambda kv: str(kv[0])) if ps])
+            T(topic_id=t, partitions=sorted(ps))
+            for t, ps in sorted(assigned.items(), key=lambda kv: str(kv[0])) if ps])
         return ConsumerGroupHeartbeatResponse(
             error_code=_C.NONE, member_id=member_id, member_epoch=epoch,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms, assignment=assignment)
@@ -390,7 +392,8 @@ class ConsumerGroupCoordinator:
 
     def _check_fields(self, req: ConsumerGroupHeartbeatRequest, version: int,
                       kind: EpochKind) -> Optional[Pattern[str]]:
-        """The checks on the request's own fields; the compiled regular expression, if any."""
+        """The checks on the request's own fields, in :data:`HEARTBEAT_CHECKS` order (the group and member
+        checks follow in :meth:`_group_for` and :meth:`_member_for`); the compiled regex, if any."""
         def need(ok: bool, check: Check, message: str) -> None:
             if not ok:
                 raise _Refused(check, message)
@@ -437,7 +440,8 @@ class ConsumerGroupCoordinator:
             return group
         raise _Refused(_X.GROUP_EXISTS, f"Consumer group {group_id} not found.")
 
-    def _member_for(self, group: _Group, req: ConsumerGroupHeartbeatRequest, kind: EpochKind) -> Tuple[_Member, bool]:
+    def _member_for(self, group: _Group, req: ConsumerGroupHeartbeatRequest,
+                    kind: EpochKind) -> Tuple[_Member, bool]:
         """The member the heartbeat is from, and whether it is new (then already added)."""
         instance = req.instance_id
         if kind is EpochKind.JOIN:
@@ -471,17 +475,18 @@ class ConsumerGroupCoordinator:
             if holder_id != req.member_id:
                 raise _Refused(_X.INSTANCE_OWNED, f"Static member {req.member_id} with instance id {instance} was "
                                f"fenced by member {holder_id}.")
-        member = group.members.get(req.member_id)
-        if member is None:
+        known = group.members.get(req.member_id)
+        if known is None:
             raise _Refused(_X.MEMBER_KNOWN, f"Member {req.member_id} is not a member of group {group.group_id}.")
         if kind is EpochKind.HEARTBEAT:
-            self._check_epoch(member, req)
-        return member, False
+            self._check_epoch(known, req)
+        return known, False
 
     def _has_room(self, group: _Group, replacing: bool) -> None:
         limit = self.config.max_size
         if limit is not None and not replacing and len(group.members) >= limit:
-            raise _Refused(_X.GROUP_HAS_ROOM, f"The consumer group has reached its maximum capacity of {limit} members.")
+            raise _Refused(_X.GROUP_HAS_ROOM,
+                           f"The consumer group has reached its maximum capacity of {limit} members.")
 
     @staticmethod
     def _check_epoch(member: _Member, req: ConsumerGroupHeartbeatRequest) -> None:

@@ -30,7 +30,7 @@ present, possibly with nothing).
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple
 
 __all__ = ["Assignment", "MemberSpec", "ASSIGNORS", "range_assign", "uniform_assign", "member_order"]
 
@@ -113,7 +113,7 @@ def _uniform_homogeneous(order: List[str], topics: List[str], partitions: Mappin
     return result
 
 
-def _uniform_heterogeneous(order: List[str], subscriptions: Mapping[str, frozenset], partitions: Mapping[str, int],
+def _uniform_heterogeneous(order: List[str], subscriptions: Mapping[str, FrozenSet[str]], partitions: Mapping[str, int],
                            previous: Mapping[str, Mapping[str, Sequence[int]]]) -> Assignment:
     result: Assignment = {m: {} for m in order}
     load = {m: 0 for m in order}
