@@ -161,6 +161,9 @@ def test_members_split_partitions_and_a_third_joins() -> None:
             a.stop()
             b.stop()
         assert set(a.values) | set(b.values) | set(c.values) == set(range(N))
+        # The members' commits (automatic, and on close) reached the group: each partition read to its end.
+        committed = {tp: offset for tp, (offset, _) in broker.core.coordinator.committed("kip848").items()}
+        assert committed == {("g", p): N // PARTITIONS for p in range(PARTITIONS)}
         # Partitions changed owner only through revocation: a member's set shrank or grew, never swapped
         # to another member's while that member still held it (checked above by split at each stage).
 

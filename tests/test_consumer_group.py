@@ -23,6 +23,7 @@ from kproto.messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     JoinGroupRequest,
+    ListGroupsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
@@ -421,3 +422,13 @@ def test_mock_broker_serves_consumer_groups_and_routes_their_offsets() -> None:
                                                member_id="", protocol_type="consumer",
                                                protocols=[P(name="range", metadata=b"")]), 3).error_code == 0
         assert broker.core.coordinator.committed("g") == {("t", 0): (42, "")}
+
+
+def test_list_groups_shows_consumer_groups() -> None:
+    with MockBroker(topics={"t": 2}) as broker, SocketClient((broker.host, broker.port)) as client:
+        client.request(H(group_id="cg", member_id="m1", member_epoch=0, rebalance_timeout_ms=1000,
+                         subscribed_topic_names=["t"], topic_partitions=[]), 1)
+        listed = client.request(ListGroupsRequest(states_filter=[], types_filter=["consumer"]), 5)
+        assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed.groups] == [
+            ("cg", "consumer", "Stable", "consumer")]
+        assert client.request(ListGroupsRequest(states_filter=[], types_filter=["classic"]), 5).groups == []

@@ -311,6 +311,10 @@ class ConsumerGroupCoordinator:
             return _X.OFFSET_EPOCH_CURRENT.error_code
         return None
 
+    def listing(self) -> List[Tuple[str, str]]:
+        """(group id, state) of every consumer group, for ListGroups."""
+        return [(group_id, group.state().value) for group_id, group in self._groups.items()]
+
     # ---------------------------------------------------------------- introspection
 
     def group_ids(self) -> List[str]:

@@ -307,7 +307,7 @@ class OtherGroups(Protocol):
     consumer groups of :class:`kproto.group.consumer_group.ConsumerGroupCoordinator`).
 
     A JoinGroup for one of its groups with members is refused INCONSISTENT_GROUP_PROTOCOL (an empty
-    one gives its id up); OffsetCommit and OffsetFetch for one of its groups are judged by it and the
+    one gives its id up); ListGroups lists its groups (``listing``: id and state); OffsetCommit and OffsetFetch for one of its groups are judged by it and the
     offsets kept in this coordinator's store.
     """
 
@@ -316,6 +316,8 @@ class OtherGroups(Protocol):
     def has_members(self, group_id: str) -> bool: ...
 
     def release_if_empty(self, group_id: str) -> None: ...
+
+    def listing(self) -> List[Tuple[str, str]]: ...
 
     def offset_commit_error(self, group_id: str, member_id: str, member_epoch: int,
                             api_version: int) -> Optional[ErrorCode]: ...
@@ -1082,6 +1084,15 @@ class GroupCoordinator:
             if (not wanted_states or g.state.value.lower() in wanted_states)
             and (not wanted_types or _GROUP_TYPE in wanted_types)
         ]
+        if self.other_groups is not None:
+            # Consumer groups (type "consumer", protocol type "consumer"), as a Kafka 4 broker lists them.
+            listed.extend(
+                ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type="consumer",
+                                               group_state=state if version >= 4 else "",
+                                               group_type="consumer" if version >= 5 else "")
+                for group_id, state in self.other_groups.listing()
+                if (not wanted_states or state.lower() in wanted_states)
+                and (not wanted_types or "consumer" in wanted_types))
         loading = any(self._is_loading(group_id) for group_id in self._groups)
         return ListGroupsResponse(error_code=_C.GROUP_LOAD_IN_PROGRESS if loading else _C.NONE, groups=listed)
 
