@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Dict, List, Optional
 
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -432,3 +432,31 @@ def test_list_groups_shows_consumer_groups() -> None:
         assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed.groups] == [
             ("cg", "consumer", "Stable", "consumer")]
         assert client.request(ListGroupsRequest(states_filter=[], types_filter=["classic"]), 5).groups == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(members=st.dictionaries(st.sampled_from("abcdef"), st.sets(st.sampled_from(["x", "y", "z"]), min_size=1),
+                               min_size=1),
+       counts=st.fixed_dictionaries({"x": st.integers(0, 9), "y": st.integers(0, 9), "z": st.integers(0, 9)}),
+       assignor=st.sampled_from(["uniform", "range"]), data=st.data())
+def test_assignors_give_each_subscribed_partition_to_one_subscriber(
+        members: Dict[str, set], counts: Dict[str, int], assignor: str, data: st.DataObject) -> None:
+    specs = {m: (None, sorted(topics)) for m, topics in members.items()}
+    fn = uniform_assign if assignor == "uniform" else range_assign
+    first = fn(specs, counts, {})
+    # A second round from the first's output, with one member gone, must hold the same properties.
+    gone = data.draw(st.sampled_from(sorted(specs)))
+    rest = {m: s for m, s in specs.items() if m != gone} or specs
+    for out, group in ((first, specs), (fn(rest, counts, first), rest)):
+        owner: Dict[tuple, str] = {}
+        for m, by_topic in out.items():
+            for topic, ps in by_topic.items():
+                assert topic in group[m][1]
+                for p in ps:
+                    assert (topic, p) not in owner
+                    owner[(topic, p)] = m
+        subscribed = {t for _, topics in group.values() for t in topics}
+        assert set(owner) == {(t, p) for t in subscribed for p in range(counts[t])}
+        if assignor == "uniform" and len({tuple(t) for _, t in group.values()}) == 1:
+            sizes = [sum(len(ps) for ps in out.get(m, {}).values()) for m in group]
+            assert max(sizes) - min(sizes) <= 1
