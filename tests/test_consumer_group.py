@@ -460,3 +460,15 @@ def test_assignors_give_each_subscribed_partition_to_one_subscriber(
         if assignor == "uniform" and len({tuple(t) for _, t in group.values()}) == 1:
             sizes = [sum(len(ps) for ps in out.get(m, {}).values()) for m in group]
             assert max(sizes) - min(sizes) <= 1
+
+
+def test_new_and_deleted_topics_move_the_group_epoch() -> None:
+    h = Harness({"t": 2, "u": 2})
+    r = h.hb("a", 0, names=["t", "u"])
+    assert h.assigned(r) == {"t": [0, 1], "u": [0, 1]}
+    h.topics["t"].append(None)  # CreatePartitions
+    r = h.hb("a", 1, {"t": [0, 1], "u": [0, 1]})
+    assert r.member_epoch == 2 and h.assigned(r) == {"t": [0, 1, 2], "u": [0, 1]}
+    del h.topics["u"], h.ids["u"]  # DeleteTopics
+    r = h.hb("a", 2, {"t": [0, 1, 2]})
+    assert r.member_epoch == 3 and h.assigned(r) == {"t": [0, 1, 2]}

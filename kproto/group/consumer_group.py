@@ -158,6 +158,8 @@ class _Member:
     pending_revocation: Partitions = field(default_factory=dict)
     session_deadline_ms: int = 0
     revocation_deadline_ms: Optional[int] = None
+    #: The existing topics of the subscription → their partition counts, as of the last heartbeat.
+    resolved: Dict[str, int] = field(default_factory=dict)
 
     @property
     def state(self) -> MemberState:
@@ -367,7 +369,7 @@ class ConsumerGroupCoordinator:
             return self._answer(member.member_id, STATIC_LEAVE_EPOCH, None)
         before = self._copy_assigned(member)
         changed = self._update_member(member, req, compiled, client_id, client_host) or is_new
-        if self._refresh_subscriptions(group) or changed:
+        if self._refresh_subscriptions(group, member) or changed:
             group.epoch += 1
         if group.epoch > group.assignment_epoch:
             self._assign(group)
@@ -560,18 +562,23 @@ class ConsumerGroupCoordinator:
 
     # ---------------------------------------------------------------- assignment
 
-    def _subscribed_names(self, member: _Member) -> Set[str]:
+    def _resolve(self, member: _Member) -> None:
+        """Re-read the partition counts of the existing topics the member subscribes to (by name or regex).
+
+        Done for the member whose heartbeat is being handled only: the cost is its own subscription
+        (and the broker's topics for a regex), never the whole group's.
+        """
         names = {t for t in member.topic_names if t in self._topic_partitions}
         if member.compiled is not None:
             names.update(t for t in self._topic_partitions if member.compiled.fullmatch(t))
-        return names
+        member.resolved = {name: len(self._topic_partitions[name]) for name in names}
 
-    def _refresh_subscriptions(self, group: _Group) -> bool:
-        """Recompute the subscribed topics' partition counts; True if they changed."""
+    def _refresh_subscriptions(self, group: _Group, member: _Member) -> bool:
+        """Re-read ``member``'s topics and merge every member's; True if the group's counts changed."""
+        self._resolve(member)
         subscribed: Dict[str, int] = {}
-        for member in group.members.values():
-            for name in self._subscribed_names(member):
-                subscribed[name] = len(self._topic_partitions[name])
+        for other in group.members.values():
+            subscribed.update(other.resolved)
         changed = subscribed != group.subscribed
         group.subscribed = subscribed
         return changed
@@ -588,11 +595,15 @@ class ConsumerGroupCoordinator:
     def _assign(self, group: _Group) -> None:
         """A new target assignment for the group epoch."""
         names = self._names_by_id()
-        ids = {name: self._topic_ids[name] for name in group.subscribed}
-        specs = {m.member_id: (m.instance_id, sorted(self._subscribed_names(m))) for m in group.members.values()}
+        # Counts as they are now: a topic deleted since a member's last heartbeat is left out.
+        counts = {name: len(self._topic_partitions[name]) for name in group.subscribed
+                  if name in self._topic_partitions and name in self._topic_ids}
+        ids = {name: self._topic_ids[name] for name in counts}
+        specs = {m.member_id: (m.instance_id, sorted(n for n in m.resolved if n in counts))
+                 for m in group.members.values()}
         previous = {member_id: {names[t]: sorted(ps) for t, ps in target.items() if t in names}
                     for member_id, target in group.target.items()}
-        result = ASSIGNORS[self._assignor_name(group)](specs, dict(group.subscribed), previous)
+        result = ASSIGNORS[self._assignor_name(group)](specs, counts, previous)
         group.target = {member_id: {ids[topic]: set(ps) for topic, ps in by_topic.items() if ps}
                         for member_id, by_topic in result.items()}
         group.assignment_epoch = group.epoch
