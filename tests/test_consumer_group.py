@@ -7,12 +7,14 @@ import time
 import uuid
 from typing import Dict, List, Optional
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from broker_client import SocketClient
 from kproto import ErrorCode
+from kproto.errors import LocalProtocolError
 from kproto.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator, safe_regex
 from kproto.group.consumer_group_rules import HEARTBEAT_CHECKS, Check, GroupState, MemberState
 from kproto.group.offset_store import OffsetStore
@@ -472,3 +474,11 @@ def test_new_and_deleted_topics_move_the_group_epoch() -> None:
     del h.topics["u"], h.ids["u"]  # DeleteTopics
     r = h.hb("a", 2, {"t": [0, 1, 2]})
     assert r.member_epoch == 3 and h.assigned(r) == {"t": [0, 1, 2]}
+
+
+def test_the_clock_never_goes_backwards() -> None:
+    h = Harness()
+    h.now = 100
+    h.hb("a", 0)
+    with pytest.raises(LocalProtocolError):
+        h.c.tick(99)

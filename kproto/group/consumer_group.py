@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Pattern, Set, Sized, Tuple
 
 from kproto import ErrorCode
-from kproto.errors import UnsupportedVersionError
+from kproto.errors import LocalProtocolError, UnsupportedVersionError
 from kproto.group.consumer_group_rules import (
     LEAVE_EPOCH,
     MEMBER_TRANSITIONS,
@@ -230,6 +230,7 @@ class ConsumerGroupCoordinator:
         self._release_classic = release_classic
         self._new_member_id = member_id_factory
         self._groups: Dict[str, _Group] = {}
+        self._now_ms: Optional[int] = None
 
     # ---------------------------------------------------------------- requests
 
@@ -261,7 +262,13 @@ class ConsumerGroupCoordinator:
         return min(deadlines, default=None)
 
     def tick(self, now_ms: int) -> None:
-        """Fence every member whose session or revocation deadline is ``now_ms`` or earlier."""
+        """Fence every member whose session or revocation deadline is ``now_ms`` or earlier.
+
+        Raises :class:`~kproto.errors.LocalProtocolError` if ``now_ms`` is before a time already seen.
+        """
+        if self._now_ms is not None and now_ms < self._now_ms:
+            raise LocalProtocolError(f"consumer group coordinator: clock went backwards: {now_ms} < {self._now_ms}")
+        self._now_ms = now_ms
         for group in list(self._groups.values()):
             for member in list(group.members.values()):
                 if member.session_deadline_ms <= now_ms or (
