@@ -25,6 +25,10 @@ import confluent_kafka  # noqa: E402  (dev dependency)
 
 pytestmark = pytest.mark.real_clients
 
+if confluent_kafka.libversion()[1] < 0x020C0000:
+    pytest.skip(f"librdkafka {confluent_kafka.libversion()[0]} predates group.protocol=consumer (2.12); "
+                "pyproject.toml asks for confluent-kafka>=2.12", allow_module_level=True)
+
 PARTITIONS = 6
 N = 600
 DEADLINE = 90.0

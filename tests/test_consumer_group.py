@@ -482,3 +482,14 @@ def test_the_clock_never_goes_backwards() -> None:
     h.hb("a", 0)
     with pytest.raises(LocalProtocolError):
         h.c.tick(99)
+
+
+def test_owned_partitions_that_do_not_exist_are_ignored() -> None:
+    h = Harness()
+    h.hb("a", 0)
+    P = H.TopicPartitions
+    req = H(group_id="g", member_id="a", member_epoch=1, rebalance_timeout_ms=-1,
+            topic_partitions=[P(topic_id=uuid.uuid4(), partitions=[0]), P(topic_id=h.ids["t"], partitions=[0, 99])])
+    r = h.c.handle(req, 1, client_id="c", client_host="h", now_ms=0)
+    assert (r.error_code, r.member_epoch) == (ErrorCode.NONE, 1)
+    assert [m.assigned for m in h.c.members("g")] == [{"t": (0, 1, 2, 3, 4, 5)}]
