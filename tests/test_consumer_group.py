@@ -24,6 +24,7 @@ from kproto.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    DeleteGroupsRequest,
     JoinGroupRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
@@ -426,7 +427,7 @@ def test_mock_broker_serves_consumer_groups_and_routes_their_offsets() -> None:
         assert broker.core.coordinator.committed("g") == {("t", 0): (42, "")}
 
 
-def test_list_groups_shows_consumer_groups() -> None:
+def test_list_and_delete_consumer_groups() -> None:
     with MockBroker(topics={"t": 2}) as broker, SocketClient((broker.host, broker.port)) as client:
         client.request(H(group_id="cg", member_id="m1", member_epoch=0, rebalance_timeout_ms=1000,
                          subscribed_topic_names=["t"], topic_partitions=[]), 1)
@@ -434,6 +435,14 @@ def test_list_groups_shows_consumer_groups() -> None:
         assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed.groups] == [
             ("cg", "consumer", "Stable", "consumer")]
         assert client.request(ListGroupsRequest(states_filter=[], types_filter=["classic"]), 5).groups == []
+        T = OffsetCommitRequest.OffsetCommitRequestTopic
+        client.request(OffsetCommitRequest(group_id="cg", generation_id_or_member_epoch=1, member_id="m1", topics=[
+            T(name="t", partitions=[T.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]), 9)
+        deleted = client.request(DeleteGroupsRequest(groups_names=["cg"]), 2)
+        assert deleted.results[0].error_code == ErrorCode.NON_EMPTY_GROUP
+        client.request(H(group_id="cg", member_id="m1", member_epoch=-1), 1)
+        assert client.request(DeleteGroupsRequest(groups_names=["cg"]), 2).results[0].error_code == ErrorCode.NONE
+        assert broker.core.coordinator.committed("cg") == {} and not broker.core.consumer_groups.owns("cg")
 
 
 @settings(max_examples=200, deadline=None)

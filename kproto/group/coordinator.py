@@ -307,7 +307,8 @@ class OtherGroups(Protocol):
     consumer groups of :class:`kproto.group.consumer_group.ConsumerGroupCoordinator`).
 
     A JoinGroup for one of its groups with members is refused INCONSISTENT_GROUP_PROTOCOL (an empty
-    one gives its id up); ListGroups lists its groups (``listing``: id and state); OffsetCommit and OffsetFetch for one of its groups are judged by it and the
+    one gives its id up); ListGroups lists its groups (``listing``: id and state) and DeleteGroups
+    deletes those without members, with their offsets; OffsetCommit and OffsetFetch for one of its groups are judged by it and the
     offsets kept in this coordinator's store.
     """
 
@@ -1098,6 +1099,14 @@ class GroupCoordinator:
 
     def _delete_group(self, group_id: str) -> DeleteGroupsResponse.DeletableGroupResult:
         Result = DeleteGroupsResponse.DeletableGroupResult
+        other = self.other_groups
+        if other is not None and other.owns(group_id):
+            # A consumer group is deleted only when it has no members, as Kafka's consumer groups.
+            if other.has_members(group_id):
+                return Result(group_id=group_id, error_code=_C.NON_EMPTY_GROUP)
+            other.release_if_empty(group_id)
+            self._offsets.drop_group(group_id)
+            return Result(group_id=group_id, error_code=_C.NONE)
         verdict = self._check(_Call(DeleteGroupsRequest, None, group_id))
         if isinstance(verdict, ErrorCode):
             return Result(group_id=group_id, error_code=verdict)
