@@ -292,6 +292,15 @@ def test_range_assignor_matches_kafkas_example() -> None:
     assert range_assign(members, {"T1": 3}, {}) == {"z": {"T1": [0, 1]}, "a": {"T1": [2]}}
 
 
+def test_uniform_assignor_reassigns_as_kafka_from_an_unbalanced_target() -> None:
+    # Kafka's uniform assignor test of an unbalanced previous target (A held 4 of 6, B 2): A keeps
+    # topic1 0-1 and topic2 0, giving topic2 1 up to B.
+    members = {"A": (None, ["topic1", "topic2"]), "B": (None, ["topic1", "topic2"])}
+    previous = {"A": {"topic1": [0, 1], "topic2": [0, 1]}, "B": {"topic1": [2], "topic2": [2]}}
+    assert uniform_assign(members, {"topic1": 3, "topic2": 3}, previous) == {
+        "A": {"topic1": [0, 1], "topic2": [0]}, "B": {"topic1": [2], "topic2": [1, 2]}}
+
+
 def test_uniform_assignor_balances_and_sticks() -> None:
     members = {m: (None, ["t"]) for m in ("a", "b", "c")}
     first = uniform_assign(members, {"t": 7}, {})
