@@ -2,9 +2,11 @@
 KIP-848 consumer groups over ConsumerGroupHeartbeat.
 
 Two consumers split a topic, then a third joins: after each change every partition is owned by exactly
-one member and nothing is lost.  One consumer runs in a process of its own and is killed (no leave): it
-loses its partitions after its session timeout, only those move, and the survivors resume from the
-offsets it committed.  Waits are on events, each bounded by a generous deadline.
+one member and nothing is lost.  A static member (``group.instance.id``) that closes and restarts gets
+its partitions back without the other member noticing.  One consumer runs in a process of its own and
+is killed (no leave): it loses its partitions after its session timeout, only those move, and the
+survivor resumes from the offsets it committed.  Waits are on events, each bounded by a generous
+deadline.
 """
 
 from __future__ import annotations
@@ -52,13 +54,15 @@ def consumer_config(broker: MockBroker) -> Dict[str, object]:
 class Member:
     """A consumer polled on a thread; ``assigned`` is its current assignment, ``values`` what it read."""
 
-    def __init__(self, broker: MockBroker) -> None:
+    def __init__(self, broker: MockBroker, instance: Optional[str] = None) -> None:
         self.assigned: Set[int] = set()
         self.history: List[Set[int]] = []
         self.values: List[int] = []
         self._stop = threading.Event()
         self._errors: List[BaseException] = []
         self._config = consumer_config(broker)
+        if instance is not None:
+            self._config["group.instance.id"] = instance
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -204,3 +208,22 @@ def test_a_killed_member_loses_only_its_partitions_after_its_session() -> None:
         taken_over = [v for v in survivor.values if v % PARTITIONS in theirs]
         committed_values = {v for v in child.values}
         assert len([v for v in taken_over if v in committed_values]) <= PARTITIONS  # at most the uncommitted tail
+
+
+def test_a_static_member_restarting_keeps_its_partitions() -> None:
+    with MockBroker(topics={"g": PARTITIONS}) as broker:
+        a, b = Member(broker, "instance-a"), Member(broker, "instance-b")
+        try:
+            wait_for(lambda: split(a, b), "two static members to split the partitions")
+            before, b_history = set(a.assigned), len(b.history)
+            a.stop()  # a static member leaves with epoch -2: its partitions wait for it
+            epochs = broker.core.consumer_groups.group_epoch("kip848")
+            restarted = Member(broker, "instance-a")
+            try:
+                wait_for(lambda: restarted.assigned == before, "the restarted member to get its partitions back")
+                assert len(b.history) == b_history, "the other member saw a rebalance"
+                assert broker.core.consumer_groups.group_epoch("kip848") == epochs
+            finally:
+                restarted.stop()
+        finally:
+            b.stop()

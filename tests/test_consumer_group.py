@@ -240,8 +240,10 @@ def test_a_static_member_restarting_keeps_its_partitions() -> None:
     held = converge(h, ["a", "b"])
     assert h.hb("a", -2, held["a"], instance="i-a").member_epoch == -2
     assert h.hb("a2", 0, instance="i-b").error_code == ErrorCode.UNRELEASED_INSTANCE_ID
+    epochs = h.c.group_epoch("g")
     r = h.hb("a2", 0, instance="i-a")
     assert r.error_code == ErrorCode.NONE and h.assigned(r) == held["a"]
+    assert h.c.group_epoch("g") == epochs  # same subscription: no rebalance
     assert h.hb("a", 2, {}, instance="i-a").error_code == ErrorCode.FENCED_INSTANCE_ID
     h.owners_ok()
 

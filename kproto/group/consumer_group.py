@@ -471,8 +471,8 @@ class ConsumerGroupCoordinator:
                 member = _Member(req.member_id or self._new_member_id(), instance)
                 if holder is not None:
                     self._replace(group, holder, member)
-                else:
-                    self._add(group, member)
+                    return member, False  # the group epoch moves only if the subscription differs
+                self._add(group, member)
                 return member, True
             existing = group.members.get(req.member_id) if req.member_id else None
             if existing is not None:
@@ -549,6 +549,8 @@ class ConsumerGroupCoordinator:
         del group.members[old.member_id]
         new.assigned, new.epoch, new.previous_epoch = old.assigned, old.epoch, old.previous_epoch
         new.pending_revocation = old.pending_revocation
+        new.topic_names, new.regex, new.compiled, new.assignor = old.topic_names, old.regex, old.compiled, old.assignor
+        new.rack_id, new.rebalance_timeout_ms, new.resolved = old.rack_id, old.rebalance_timeout_ms, old.resolved
         for tp, owner in list(group.owners.items()):
             if owner == old.member_id:
                 group.owners[tp] = new.member_id
