@@ -403,6 +403,8 @@ def test_mock_broker_serves_consumer_groups_and_routes_their_offsets() -> None:
                                   subscribed_topic_names=["t"], topic_partitions=[]), 1)
         assert (joined.error_code, joined.member_epoch) == (0, 1)
         assert len(joined.assignment.topic_partitions[0].partitions) == 2
+        fenced = client.request(H(group_id="g", member_id="m1", member_epoch=9, topic_partitions=[]), 1)
+        assert (fenced.error_code, fenced.member_id) == (ErrorCode.FENCED_MEMBER_EPOCH, None)
 
         def commit(epoch: int, version: int = 9) -> int:
             T = OffsetCommitRequest.OffsetCommitRequestTopic
