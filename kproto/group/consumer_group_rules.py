@@ -52,10 +52,13 @@ or not ``STABLE``, ``Stable`` otherwise.
 **Offsets** of a consumer group live in the store the classic coordinator keeps; OffsetCommit v9+ and
 OffsetFetch v9+ carry the member id and epoch and are checked by :data:`OFFSET_CHECKS`.
 
-**Classic groups.**  Kafka's ``group.consumer.migration.policy`` decides whether a classic group can
-be converted.  This coordinator applies ``disabled``: a ConsumerGroupHeartbeat for a classic group
-with members is refused GROUP_ID_NOT_FOUND, and a JoinGroup for a consumer group with members is
-refused INCONSISTENT_GROUP_PROTOCOL.  An empty group of either kind gives way to the other.
+**Classic groups.**  Kafka's ``group.consumer.migration.policy`` decides whether a group with members
+is converted from one protocol to the other.  This coordinator applies ``disabled``: a
+ConsumerGroupHeartbeat for a classic group with members is refused GROUP_ID_NOT_FOUND, as Kafka does
+under that policy.  Kafka also lets classic members (JoinGroup/SyncGroup/Heartbeat) join a consumer
+group, whatever the policy; this coordinator does not host them and refuses such a JoinGroup with
+INCONSISTENT_GROUP_PROTOCOL, the code Kafka gives a member whose protocols the group cannot take.  An
+empty group of either kind gives way to the other.
 """
 
 from __future__ import annotations

@@ -306,10 +306,11 @@ class OtherGroups(Protocol):
     """Groups of another protocol that share this coordinator's group ids and offset store (the KIP-848
     consumer groups of :class:`kproto.group.consumer_group.ConsumerGroupCoordinator`).
 
-    A JoinGroup for one of its groups with members is refused INCONSISTENT_GROUP_PROTOCOL (an empty
-    one gives its id up); ListGroups lists its groups (``listing``: id and state) and DeleteGroups
-    deletes those without members, with their offsets; OffsetCommit and OffsetFetch for one of its groups are judged by it and the
-    offsets kept in this coordinator's store.
+    A JoinGroup for one of its groups with members is refused INCONSISTENT_GROUP_PROTOCOL, as classic
+    members are not hosted inside such a group (an empty one gives its id up).  ListGroups lists its
+    groups (``listing``: id and state) and DeleteGroups deletes those without members, with their
+    offsets.  OffsetCommit and OffsetFetch for one of its groups are judged by it, and the offsets are
+    kept in this coordinator's store.
     """
 
     def owns(self, group_id: str) -> bool: ...
