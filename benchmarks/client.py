@@ -14,6 +14,21 @@ kproto's producer with ``max_in_flight`` 1 and 5 against a second broker whose e
 dominates.  Prints figures, the ratios the README quotes, and ``uptime``.
 
     .venv/bin/python benchmarks/client.py [--records 100000] [--value-size 100] [--rounds 3]
+    .venv/bin/python benchmarks/client.py --broker apache-kafka [--json-out PATH] [...]
+
+``--broker apache-kafka`` runs the same comparison against a real Apache Kafka 4.1.1 (one KRaft node,
+:class:`kproto.testing.ApacheKafka`) and adds the Java client (``benchmarks/java/ClientBench.java``, run
+with ``java`` from jars resolved by :mod:`kproto.testing.jars`) and franz-go (``benchmarks/go``, built
+with ``go build``).  Every client runs at its defaults
+(nothing pinned: each negotiates its versions with ApiVersions) except ``acks``, which is ``all`` for
+every producer, so that each write is acknowledged alike.  Rounds are interleaved: in each round every
+client produces N records to a topic of its own, then every client reads the N records kproto wrote,
+from the beginning, without a group; the figure is each client's median over the rounds.  Beside
+throughput it measures produce latency at acks=all: ``--latency-records`` sends, each awaited before the
+next (p50/p99 in ms, so a client's ``linger.ms`` default shows), and kproto's pipelining against the
+real broker: ``max_in_flight`` 5 vs 1 with 2000 B batches on topics of 1 and 3 partitions.  The figures,
+the targets and the load go to ``benchmarks/results/client-apache-kafka.json`` (``--json-out``), from
+which ``benchmarks/render_docs.py`` writes docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -28,6 +43,7 @@ import time
 from typing import Callable, Dict, List, Tuple
 
 from kproto.client import Consumer, Producer
+from results import Run, add_json_out
 
 BROKER = """
 import sys, time
@@ -166,11 +182,21 @@ def consume_confluent(servers: str, topic: str, n: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--broker", choices=("mock", "apache-kafka"), default="mock",
+                        help="kproto's mock broker in a subprocess (default) or a real Apache Kafka 4.1.1")
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--pipeline-records", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3, help="consume rounds; each client's median is shown")
+    parser.add_argument("--latency-records", type=int, default=1000,
+                        help="apache-kafka: sends per client for the p50/p99 produce latency")
+    add_json_out(parser)
     args = parser.parse_args()
+    if args.broker == "apache-kafka":
+        from apache_kafka_clients import run_apache_kafka  # benchmarks/ is the script's directory
+
+        run_apache_kafka(args)
+        return
     n, value = args.records, b"x" * args.value_size
 
     proc, servers = start_broker(0)
@@ -217,6 +243,18 @@ def main() -> None:
     print(f"pipelining, 2 ms broker latency, {args.pipeline_records} records, 2000 B batches: "
           f"1 in flight {pipe[1]:.0f}/s, 5 in flight {pipe[5]:.0f}/s, ratio {pipe[5] / pipe[1]:.2f}x")
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+    record = Run("client")
+    record.settings = {"broker": "kproto mock broker in a subprocess", "records": n, "value_size": args.value_size,
+                       "rounds": args.rounds, "acks": 1, "pipeline_records": args.pipeline_records}
+    for client in consume:
+        record.add(client=client, **{"produce records/s": produce.get(client), "consume records/s": consume[client]})
+    record.note(f"{n:,} records of {args.value_size} B, acks=1; kafka-python and librdkafka pinned to 0.9; "
+                f"produce once per client, consume the median of {args.rounds} alternated rounds.")
+    record.note(f"kproto's producer against a broker answering every Produce 2 ms late, {args.pipeline_records:,} "
+                f"records in 2000 B batches: 1 request in flight {pipe[1]:,.0f}/s, 5 in flight {pipe[5]:,.0f}/s "
+                f"({pipe[5] / pipe[1]:.2f}×).")
+    record.save(args.json_out)
 
 
 if __name__ == "__main__":

@@ -165,6 +165,21 @@ def client(run: Run) -> List[str]:
     return ["Clients producing and consuming through one broker."] + [""] + _table(keys, rows)
 
 
+def fidelity(run: Run) -> List[str]:
+    apis = [r for r in run["rows"] if r["kind"] == "api"]
+    documented = [r for r in run["rows"] if r["kind"] == "documented"]
+    agreed, compared = sum(r["agreed"] for r in apis), sum(r["compared"] for r in apis)
+    s = run.get("settings", {})
+    rows = [[r["name"], f"{r['agreed']:,}", f"{r['compared']:,}"] for r in apis]
+    rows.append(["all", f"{agreed:,}", f"{compared:,}"])
+    return ([f"Answers of the mock broker and of Apache Kafka {' and '.join(s.get('releases', []))} to the corpus of "
+             "`kproto.testing.fidelity_scenarios`, compared field by field (docs/broker.md: what is normalised); "
+             f"{s.get('undocumented', '?')} differing fields are undocumented."]
+            + [""] + _table(["api", "fields agreeing", "fields compared"], rows)
+            + ["", "Differing fields per documented difference (docs/broker.md):", ""]
+            + _table(["documented difference", "fields"], [[r["name"], f"{r['compared']:,}"] for r in documented]))
+
+
 #: (results file stem, section title, renderer), in the document's order.
 SECTIONS: List[tuple] = [
     ("codecs", "Generated codecs, compiled", codecs),
@@ -177,6 +192,7 @@ SECTIONS: List[tuple] = [
     ("capture", "Capture decoding", capture),
     ("spark", "Spark", spark),
     ("abuse", "Hostile peers", abuse),
+    ("fidelity", "Fidelity to Apache Kafka", fidelity),
 ]
 
 

@@ -173,6 +173,42 @@ def test_unknown_api_version_and_response_decode_error():
     assert exchanges[1].response is None and exchanges[1].response_error is not None
 
 
+def api_versions_newer_req(corr: int, version: int = 5, client_id: str = "newer-client") -> bytes:
+    """An ApiVersions request in a version kproto does not know: header v2, then a body of the future."""
+    name = client_id.encode()
+    body = struct.pack(">hhih", 18, version, corr, len(name)) + name + b"\x00" + b"\x04kgo\x08v9.9.9\x00\x00"
+    return struct.pack(">i", len(body)) + body
+
+
+def api_versions_refusal(corr: int, code: int = 35) -> bytes:
+    """Kafka's answer to an ApiVersions version it does not serve: the v0 layout, its own range."""
+    body = struct.pack(">ihi", corr, code, 1) + struct.pack(">hhh", 18, 0, 4)
+    return struct.pack(">i", len(body)) + body
+
+
+def test_apiversions_newer_than_kproto_refused_in_v0_is_a_negotiation_not_a_problem():
+    # A client newer than kproto and than the broker opens with its newest ApiVersions (franz-go does);
+    # the broker answers UNSUPPORTED_VERSION in the v0 layout and the client retries in a version it lists.
+    msgs = [(Side.CLIENT, api_versions_newer_req(0), 1.0), (Side.SERVER, api_versions_refusal(0), 1.1),
+            (Side.CLIENT, metadata_req(1), 1.2), (Side.SERVER, metadata_resp(1), 1.3)]
+    for server, ports in ((SERVER, (9092,)), (("10.1.0.2", 19092), ())):  # also recognised on another port
+        exchanges, problems, _ = decode(msgs, server=server, ports=ports)
+        assert problems == []
+        first, second = exchanges
+        assert (first.api_key, first.api_version, first.request_header.client_id) == (18, 5, "newer-client")
+        assert first.request is None and first.request_error is not None  # the body of a future version
+        assert first.response_version == 0 and first.response.error_code == 35
+        assert [(k.api_key, k.min_version, k.max_version) for k in first.response.api_keys] == [(18, 0, 4)]
+        assert second.response is not None and second.response_version is None
+    # Any other answer leaves the request a version kproto cannot read, reported as such.
+    for answer in (api_versions_refusal(0, code=0), struct.pack(">ii", 6, 0) + b"\x00\x00"):
+        exchanges, problems, _ = decode([(Side.CLIENT, api_versions_newer_req(0), 1.0), (Side.SERVER, answer, 1.1)])
+        assert ProblemKind.UNSUPPORTED_VERSION in [p.kind for p in problems]
+        assert exchanges[0].response_version is None
+    exchanges, problems, _ = decode([(Side.CLIENT, api_versions_newer_req(0), 1.0)])  # never answered
+    assert [p.kind for p in problems] == [ProblemKind.UNSUPPORTED_VERSION, ProblemKind.UNANSWERED_REQUEST]
+
+
 def test_controlled_shutdown_v0_header_without_client_id():
     req = kproto.encode_request(ControlledShutdownRequest(broker_id=1), 0, 5, None)
     resp = kproto.encode_response(ControlledShutdownResponse(), 0, 5)

@@ -280,7 +280,7 @@ def test_inconsistent_protocols_and_protocol_type():
     c = new_coordinator()
     join(c, "a", 0, client_id="a", protocols=(("range", b""),))
     rr_only = join(c, "b", 1, client_id="b", protocols=(("roundrobin", b""),))["b"]
-    assert rr_only == joined(E.INCONSISTENT_GROUP_PROTOCOL, 0, "", "", "")
+    assert rr_only == joined(E.INCONSISTENT_GROUP_PROTOCOL, -1, "", "", "")
     connect = join(c, "x", 1, client_id="x", protocol_type="connect")["x"]
     assert connect.error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert join(c, "e", 1, client_id="e", group="other", protocols=())["e"].error_code == E.INCONSISTENT_GROUP_PROTOCOL
@@ -333,7 +333,7 @@ def test_join_error_echoes_member_id_with_generation_zero():
     c = new_coordinator()
     join(c, "a", 0, client_id="a")
     answer = join(c, "t", 1, member_id="nobody")["t"]
-    assert answer == joined(E.UNKNOWN_MEMBER_ID, 0, "", "", "nobody")
+    assert answer == joined(E.UNKNOWN_MEMBER_ID, -1, "", "", "nobody")
 
 
 # --- unknown members and groups --------------------------------------------------------------------
@@ -593,7 +593,7 @@ def test_unload_group_answers_parked_requests_not_coordinator():
     join(c, "b", 0, client_id="b")
     commit(c, 0, "", -1, {("t", 0): (1, "")})
     replies = results(c.unload_group("g", now_ms=1))
-    assert replies == {"b": joined(E.NOT_COORDINATOR_FOR_GROUP, 0, "", "", "b-2")}
+    assert replies == {"b": joined(E.NOT_COORDINATOR_FOR_GROUP, -1, "", "", "b-2")}
     assert c.group_ids() == [] and c.committed("g") == {}
 
 

@@ -319,3 +319,67 @@ def test_undecodable_group_frames_are_reported_not_fatal(tmp_path: Path) -> None
     for r in reports:
         json.dumps(report_dict(r))
 
+
+
+def poller_capture(tmp_path: Path, shared_client_id: bool = False) -> Path:
+    """x owns both partitions and stops polling (last Fetch at 3.4 s); y joins at 2 s; the coordinator holds
+    the rebalance until x's client leaves, 6 s (its max.poll.interval.ms, sent as rebalance_timeout_ms)
+    after its last poll.  ``shared_client_id``: both on one host with one client id, as clients at their
+    defaults are."""
+    if shared_client_id:
+        x, y = Script(("10.1.0.41", 41011), "rdkafka"), Script(("10.1.0.41", 41012), "rdkafka")
+    else:
+        x, y = Script(("10.1.0.41", 41011), "poller-x"), Script(("10.1.0.42", 41012), "poller-y")
+    mx, my = "poller-x-1", "poller-y-2"
+
+    def join(member: str) -> Dict[str, Any]:
+        return {**join_v5(member, ""), "group_instance_id": None, "session_timeout_ms": 10000,
+                "rebalance_timeout_ms": 6000}
+
+    x.exchange("JoinGroup", 5, join(mx), join_v5_answer(1, mx, mx, [(mx, "")]), 0.0, 0.002)
+    x.exchange("SyncGroup", 3, sync(mx, 1, {mx: [0, 1]}), {"error_code": 0,
+               "assignment": CODEC.encode_assignment({"parcels": [0, 1]})}, 0.010, 0.011)
+    x.exchange("Fetch", 4, {**fetch(0, 0), "topics": [{"topic": "parcels", "partitions": [
+        {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for p in (0, 1)]}]},
+        fetch_answer(0, 0, 5), 3.4, 3.41)
+    y.exchange("JoinGroup", 5, join(my), join_v5_answer(2, my, my, [(my, "")]), 2.0, 9.401)
+    x.exchange("Heartbeat", 3, {"group_id": "shipping", "generation_id": 1, "member_id": mx,
+                                "group_instance_id": None}, {"error_code": 27}, 3.0, 3.001)
+    x.exchange("LeaveGroup", 1, {"group_id": "shipping", "member_id": mx}, {"error_code": 0}, 9.4, 9.4005)
+    y.exchange("SyncGroup", 3, sync(my, 2, {my: [0, 1]}), {"error_code": 0,
+               "assignment": CODEC.encode_assignment({"parcels": [0, 1]})}, 9.41, 9.411)
+    y.exchange("Fetch", 4, fetch(0, 0), fetch_answer(0, 0, 5), 9.5, 9.51)
+    path = tmp_path / f"poller-{shared_client_id}.pcap"
+    write_capture(path, [x.conversation(), y.conversation()])
+    return path
+
+
+def test_member_leaving_after_its_poll_interval_held_the_rebalance(tmp_path: Path) -> None:
+    """The rebalance waited 7.4 s for x, none for the newcomer y that started it."""
+    (report,) = analyse_capture(poller_capture(tmp_path))
+    mx, my = "poller-x-1", "poller-y-2"
+    _, gen2 = report.generations
+    slowest = gen2.slowest
+    assert slowest is not None and slowest.member_id == mx
+    assert abs((slowest.waited_ms or 0) - 7400.0) < 1e-6
+    assert slowest.reason == "left after exceeding max.poll.interval.ms 6,000 ms (no Fetch for 6,000 ms)"
+    assert [w.member_id for w in gen2.waited_for] == [mx]
+    (departure,) = gen2.departures
+    assert (departure.kind, departure.held, departure.time_ns) == ("left", True, ns(9.4))
+    gaps = {(g.partition, g.old_owner, g.new_owner, g.from_what): g.gap_ms for g in gen2.owner_gaps}
+    assert gaps == {(0, mx, my, "last fetch"): 6100.0}  # y fetched partition 0 only
+    assert report.members[mx].rebalance_timeout_ms == 6000 and report.members[mx].session_timeout_ms == 10000
+    assert report.problems == []
+
+
+def test_members_sharing_host_and_client_id_are_not_told_apart_by_fetches(tmp_path: Path) -> None:
+    """The same group with both consumers on one host under one client id: the coordinator exchanges still
+    say who held the rebalance, but whose Fetch is whose is unknown, so neither a poll-interval cause nor a
+    time without an owner is given, and a problem says why."""
+    (report,) = analyse_capture(poller_capture(tmp_path, shared_client_id=True))
+    mx, my = "poller-x-1", "poller-y-2"
+    _, gen2 = report.generations
+    assert gen2.slowest is not None and gen2.slowest.member_id == mx and gen2.slowest.reason == "left"
+    assert [(g.partition, g.from_what) for g in gen2.owner_gaps] == []  # y's first Fetch is not known as y's
+    (problem,) = report.problems
+    assert f"members {mx}, {my} share host 10.1.0.41 and client id 'rdkafka'" in problem

@@ -19,7 +19,7 @@ def test_groups_text(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert out.startswith("group billing  coordinator 10.0.0.10:9092  members 2  generations 2\n")
     assert "  generation 2: 2016-01-05 13:20:06.584 -> 2016-01-05 13:20:06.834  duration 250.0 ms" in out
-    assert "    waited for billing-consumer-1-6a1c-41f2: 224.0 ms (joined late)" in out
+    assert "    waited for billing-consumer-1-6a1c-41f2: 224.0 ms (rejoined late)" in out
     assert "    assigned billing-consumer-2-9b7e-02aa: orders[1]" in out
     assert "commit refused orders[1]=10 by billing-consumer-2-9b7e-02aa (generation 1): ILLEGAL_GENERATION" in out
 

@@ -3,6 +3,8 @@ and the page rendered in a real headless browser (Debian's chromium) without con
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -49,7 +51,9 @@ def test_buckets_are_bounded_and_counts_add_up(tmp_path: Path) -> None:
     total = sum(v or 0 for values in rate.values.values() for v in values) * width_s
     assert round(total) == stats.exchanges
     errors = stats.error_series(max_buckets=7)
-    assert sum(v or 0 for v in errors.values["Heartbeat REBALANCE_IN_PROGRESS"]) >= 1
+    assert "Heartbeat REBALANCE_IN_PROGRESS" not in errors.values  # how a member learns of a rebalance
+    steps = stats.protocol_step_series(max_buckets=7)
+    assert sum(v or 0 for v in steps.values["Heartbeat REBALANCE_IN_PROGRESS"]) >= 1
 
 
 def test_records_and_bytes_per_topic(tmp_path: Path) -> None:
@@ -149,3 +153,62 @@ def test_bad_browser_page_is_caught(tmp_path: Path) -> None:
                                          "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", bad.as_uri()])
     assert any(":CONSOLE" in line and "undefinedFunction" in line for line in dom.stderr.splitlines())
     assert "cdn.example.invalid" in dom.stdout.split('<pre id="fetched">', 1)[1]
+
+
+#: Appended to a copy of a page: after load, writes what plotly drew (trace names and colours per figure)
+#: into the DOM, read from the figure divs plotly.js rendered.
+FIGURE_PROBE = ("<script>window.addEventListener('load', function () { setTimeout(function () {"
+                "var out = {}; document.querySelectorAll('.js-plotly-plot').forEach(function (d) {"
+                "out[d.id] = (d.data || []).map(function (t) { return [t.name, (t.line || {}).color || null,"
+                " t.visible === undefined ? true : t.visible]; }); });"
+                "out.yaxis_latency = document.getElementById('latency').layout.yaxis.type;"
+                "var p = document.createElement('pre'); p.id = 'drawn'; p.textContent = JSON.stringify(out);"
+                "document.body.appendChild(p); }, 500); });</script>")
+
+
+@pytest.mark.compiled_only
+def test_report_story_in_headless_chromium(tmp_path: Path) -> None:
+    """librdkafka's capture: 12 APIs, its Fetch v16 names the topic by id, its group rebalances once."""
+    out = tmp_path / "report.html"
+    subprocess.run([str(Path(sys.executable).with_name("kproto")), "report",
+                    str(SAMPLES / "modern" / "librdkafka-produce-consume.pcap"), "-o", str(out), "--no-progress"],
+                   check=True, capture_output=True)
+    probed = tmp_path / "probed.html"
+    probed.write_text(out.read_text(encoding="utf-8") + FIGURE_PROBE, encoding="utf-8")
+    dom = run_chromium(tmp_path, "story", ["--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000",
+                                           "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", probed.as_uri()])
+    assert [line for line in dom.stderr.splitlines() if ":CONSOLE" in line] == []
+    found = re.search(r'<pre id="drawn">(.*?)</pre>', dom.stdout, re.S)
+    assert found is not None
+    drawn = json.loads(html.unescape(found.group(1)))
+    # one series per topic: Produce names it, Fetch v16 gives its id, the capture's Metadata maps one to the other
+    assert [name for name, _, _ in drawn["topic-bytes"]] == ["modern"]
+    assert [name for name, _, _ in drawn["topic-records"]] == ["modern"]
+    # every API drawn has a colour of its own, and keeps it in the latency figure
+    rates = {name: colour for name, colour, _ in drawn["request-rate"]}
+    assert len(rates) == 12 and None not in rates.values()
+    assert len(set(rates.values())) == len(rates)
+    for name, colour, _ in drawn["latency"]:
+        assert colour == rates[name.rsplit(" ", 1)[0]]
+    assert drawn["yaxis_latency"] == "log"
+    # the group's story: its figure and its tables, rendered
+    assert "group-0" in drawn
+    assert not any("MEMBER_ID_REQUIRED" in name and "protocol step" not in name for name, _, _ in drawn["group-0"])
+    for table in ("generations", "assignments", "gaps", "twice", "commits"):
+        assert f'id="group-0-{table}"' in dom.stdout, table
+    assert re.search(r'<table id="group-0-assignments">.*librdkafka-consumer-[^<]*</td><td>modern\[0, 1\]</td>',
+                     dom.stdout, re.S)
+
+
+def test_topic_named_by_id_is_one_series_with_its_name() -> None:
+    """librdkafka's Fetch v16 names topic ``modern`` by id, its Produce by name; its Metadata v12 answers
+    map one to the other, so bytes and records are one series; an id no Metadata names stays an id."""
+    stats = stats_of(SAMPLES / "modern" / "librdkafka-produce-consume.pcap")
+    assert list(stats.topic_bytes_series().values) == ["modern"]
+    assert list(stats.topic_records_series().values) == ["modern"]
+    (topic_id,) = stats.topic_names.by_id
+    assert stats.topic_label(topic_id) == "modern"
+    stats.topic_names.by_id.clear()
+    assert sorted(stats.topic_records_series().values) == ["modern", f"topic id {topic_id}"]
+    assert "JoinGroup MEMBER_ID_REQUIRED" not in stats.error_series().values
+    assert "JoinGroup MEMBER_ID_REQUIRED" in stats.protocol_step_series().values

@@ -17,7 +17,8 @@ SPECS = pathlib.Path(__file__).resolve().parent.parent / "specs"
 #: The highest api key of the pinned release (Kafka 4.1). Kafka assigned every key from 0 to it.
 HIGHEST_API_KEY = 92
 
-#: validVersions per api key, through Kafka 4.1 (including the versions 4.0 removed).
+#: validVersions per api key, through Kafka 4.1 (including the versions 4.0 removed and the early-access
+#: share-group v0 of 3.9 and 4.0).
 VALID_VERSIONS = {
     0: "0-13", 1: "0-18", 2: "0-11", 3: "0-13", 4: "0-7", 5: "0-4", 6: "0-8", 7: "0-3",
     8: "0-10", 9: "0-10", 10: "0-6", 11: "0-9", 12: "0-4", 13: "0-5", 14: "0-5", 15: "0-6",
@@ -28,7 +29,7 @@ VALID_VERSIONS = {
     48: "0-1", 49: "0-1", 50: "0", 51: "0", 52: "0-2", 53: "0-1", 54: "0-1", 55: "0-2",
     56: "0-3", 57: "0-2", 58: "0", 59: "0-1", 60: "0-2", 61: "0", 62: "0-4", 63: "0-2",
     64: "0", 65: "0", 66: "0-2", 67: "0", 68: "0-1", 69: "0-1", 70: "0", 71: "0",
-    72: "0", 73: "0", 74: "0-1", 75: "0", 76: "1", 77: "1", 78: "1-2", 79: "1-2",
+    72: "0", 73: "0", 74: "0-1", 75: "0", 76: "0-1", 77: "0-1", 78: "0-2", 79: "0-2",
     80: "0-1", 81: "0", 82: "0", 83: "0", 84: "0", 85: "0-1", 86: "0", 87: "0-1",
     88: "0", 89: "0", 90: "0-1", 91: "0", 92: "0",
 }

@@ -16,7 +16,7 @@
 #   the field that does not fit when the input is short.
 # * Error paths use dotted struct names (`FetchRequest.FetchTopic`), as the classes' `_NAME` does.
 
-"""ShareAcknowledge (api key 79, v1-2): A share-group consumer acknowledges records without fetching (KIP-932)."""
+"""ShareAcknowledge (api key 79, v0-2): A share-group consumer acknowledges records without fetching (KIP-932)."""
 
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ if not cython.compiled:
     _A_b = _w.SMALL_ARRAYS["b"]
 
 
-def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
-    """Decode ShareAcknowledgeRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeRequest_v0(buf, cur, end):
+    """Decode ShareAcknowledgeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
@@ -160,12 +160,12 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_topics):
-                f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end))
+                f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
     elif n_topics:
-        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v0 reads it.
         try:
             for i in range(n_topics):
                 if end - pos < 16:
@@ -185,7 +185,7 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
                     raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
                 f_partitions__1 = []
                 if n_partitions__1:
-                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1 reads it.
+                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgePartition_v0 reads it.
                     try:
                         for i__1 in range(n_partitions__1):
                             if end - pos < 4:
@@ -205,7 +205,7 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
                                 raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
                             f_acknowledgement_batches__2 = []
                             if n_acknowledgement_batches__2:
-                                # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1 reads it.
+                                # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v0 reads it.
                                 try:
                                     for i__2 in range(n_acknowledgement_batches__2):
                                         if end - pos < 16:
@@ -284,12 +284,12 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeRequest_v1(obj, out):
-    """Append the v1 layout of a ShareAcknowledgeRequest to ``out``."""
+def _enc_ShareAcknowledgeRequest_v0(obj, out):
+    """Append the v0 layout of a ShareAcknowledgeRequest to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest expected, got None")
     if obj.is_renew_ack != False:
-        raise _w.not_in_version("ShareAcknowledgeRequest.is_renew_ack", 1, "2")
+        raise _w.not_in_version("ShareAcknowledgeRequest.is_renew_ack", 0, "2")
     f_group_id = obj.group_id
     if f_group_id is None:
         n_group_id = -1
@@ -351,7 +351,7 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
-        _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(item, out)
+        _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest")
     else:
@@ -458,12 +458,12 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_topics):
-                f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end))
+                f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
     elif n_topics:
-        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v0 reads it.
         try:
             for i in range(n_topics):
                 if end - pos < 16:
@@ -483,7 +483,7 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
                     raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
                 f_partitions__1 = []
                 if n_partitions__1:
-                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1 reads it.
+                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgePartition_v0 reads it.
                     try:
                         for i__1 in range(n_partitions__1):
                             if end - pos < 4:
@@ -503,7 +503,7 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
                                 raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
                             f_acknowledgement_batches__2 = []
                             if n_acknowledgement_batches__2:
-                                # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1 reads it.
+                                # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v0 reads it.
                                 try:
                                     for i__2 in range(n_acknowledgement_batches__2):
                                         if end - pos < 16:
@@ -648,7 +648,7 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
-        _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(item, out)
+        _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest")
     else:
@@ -658,8 +658,8 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
             out.append(0)
 
 
-def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
-    """Decode ShareAcknowledgeRequest.AcknowledgeTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v0(buf, cur, end):
+    """Decode ShareAcknowledgeRequest.AcknowledgeTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
@@ -688,12 +688,12 @@ def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_partitions):
-                f_partitions.append(_dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end))
+                f_partitions.append(_dec_ShareAcknowledgeRequest_AcknowledgePartition_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
     elif n_partitions:
-        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgePartition_v0 reads it.
         try:
             for i in range(n_partitions):
                 if end - pos < 4:
@@ -713,7 +713,7 @@ def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
                     raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__1, end, 18, 1)
                 f_acknowledgement_batches__1 = []
                 if n_acknowledgement_batches__1:
-                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1 reads it.
+                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v0 reads it.
                     try:
                         for i__1 in range(n_acknowledgement_batches__1):
                             if end - pos < 16:
@@ -777,8 +777,8 @@ def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(obj, out):
-    """Append the v1 layout of a ShareAcknowledgeRequest.AcknowledgeTopic to ``out``."""
+def _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v0(obj, out):
+    """Append the v0 layout of a ShareAcknowledgeRequest.AcknowledgeTopic to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest.AcknowledgeTopic expected, got None")
     out += obj.topic_id.bytes
@@ -794,7 +794,7 @@ def _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(obj, out):
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
-        _enc_ShareAcknowledgeRequest_AcknowledgePartition_v1(item, out)
+        _enc_ShareAcknowledgeRequest_AcknowledgePartition_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic")
     else:
@@ -804,8 +804,8 @@ def _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
-    """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v0(buf, cur, end):
+    """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
@@ -837,12 +837,12 @@ def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_acknowledgement_batches):
-                f_acknowledgement_batches.append(_dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end))
+                f_acknowledgement_batches.append(_dec_ShareAcknowledgeRequest_AcknowledgementBatch_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("acknowledgement_batches[%d]" % i)
         pos = cur.pos
     elif n_acknowledgement_batches:
-        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v0 reads it.
         try:
             for i in range(n_acknowledgement_batches):
                 if end - pos < 16:
@@ -894,8 +894,8 @@ def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeRequest_AcknowledgePartition_v1(obj, out):
-    """Append the v1 layout of a ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition to ``out``."""
+def _enc_ShareAcknowledgeRequest_AcknowledgePartition_v0(obj, out):
+    """Append the v0 layout of a ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition expected, got None")
     if cython.compiled:
@@ -915,7 +915,7 @@ def _enc_ShareAcknowledgeRequest_AcknowledgePartition_v1(obj, out):
     else:
         _w.put_uvarint(out, n_acknowledgement_batches + 1)
     for item in f_acknowledgement_batches:
-        _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v1(item, out)
+        _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition")
     else:
@@ -925,8 +925,8 @@ def _enc_ShareAcknowledgeRequest_AcknowledgePartition_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end):
-    """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v0(buf, cur, end):
+    """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
@@ -977,8 +977,8 @@ def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v1(obj, out):
-    """Append the v1 layout of a ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch to ``out``."""
+def _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v0(obj, out):
+    """Append the v0 layout of a ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch expected, got None")
     if cython.compiled:
@@ -1013,8 +1013,8 @@ def _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
-    """Decode ShareAcknowledgeResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeResponse_v0(buf, cur, end):
+    """Decode ShareAcknowledgeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -1077,12 +1077,12 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_responses):
-                f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end))
+                f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
     elif n_responses:
-        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0 reads it.
         try:
             for i in range(n_responses):
                 if end - pos < 16:
@@ -1102,7 +1102,7 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
                     raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 17, 1)
                 f_partitions__1 = []
                 if n_partitions__1:
-                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_PartitionData_v1 reads it.
+                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_PartitionData_v0 reads it.
                     try:
                         for i__1 in range(n_partitions__1):
                             if end - pos < 6:
@@ -1130,7 +1130,7 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
                                 raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
                             cur.pos = pos
                             try:
-                                f_current_leader__2 = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+                                f_current_leader__2 = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(buf, cur, end)
                             except DecodeError as exc:
                                 raise exc.within('current_leader')
                             pos = cur.pos
@@ -1183,12 +1183,12 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_node_endpoints):
-                f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end))
+                f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("node_endpoints[%d]" % i)
         pos = cur.pos
     elif n_node_endpoints:
-        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_NodeEndpoint_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_NodeEndpoint_v0 reads it.
         try:
             for i in range(n_node_endpoints):
                 if end - pos < 4:
@@ -1269,12 +1269,12 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeResponse_v1(obj, out):
-    """Append the v1 layout of a ShareAcknowledgeResponse to ``out``."""
+def _enc_ShareAcknowledgeResponse_v0(obj, out):
+    """Append the v0 layout of a ShareAcknowledgeResponse to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse expected, got None")
     if obj.acquisition_lock_timeout_ms != 0:
-        raise _w.not_in_version("ShareAcknowledgeResponse.acquisition_lock_timeout_ms", 1, "2")
+        raise _w.not_in_version("ShareAcknowledgeResponse.acquisition_lock_timeout_ms", 0, "2")
     if cython.compiled:
         p = _grow(out, 6)
         _put_i(p, 0, obj.throttle_time_ms)
@@ -1315,7 +1315,7 @@ def _enc_ShareAcknowledgeResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
-        _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(item, out)
+        _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(item, out)
     f_node_endpoints = obj.node_endpoints
     if f_node_endpoints is None:
         raise _w.not_nullable("ShareAcknowledgeResponse.node_endpoints")
@@ -1328,7 +1328,7 @@ def _enc_ShareAcknowledgeResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_node_endpoints + 1)
     for item in f_node_endpoints:
-        _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(item, out)
+        _enc_ShareAcknowledgeResponse_NodeEndpoint_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse")
     else:
@@ -1409,12 +1409,12 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_responses):
-                f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end))
+                f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         pos = cur.pos
     elif n_responses:
-        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0 reads it.
         try:
             for i in range(n_responses):
                 if end - pos < 16:
@@ -1434,7 +1434,7 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
                     raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 17, 1)
                 f_partitions__1 = []
                 if n_partitions__1:
-                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_PartitionData_v1 reads it.
+                    # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_PartitionData_v0 reads it.
                     try:
                         for i__1 in range(n_partitions__1):
                             if end - pos < 6:
@@ -1462,7 +1462,7 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
                                 raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
                             cur.pos = pos
                             try:
-                                f_current_leader__2 = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+                                f_current_leader__2 = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(buf, cur, end)
                             except DecodeError as exc:
                                 raise exc.within('current_leader')
                             pos = cur.pos
@@ -1515,12 +1515,12 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_node_endpoints):
-                f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end))
+                f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("node_endpoints[%d]" % i)
         pos = cur.pos
     elif n_node_endpoints:
-        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_NodeEndpoint_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_NodeEndpoint_v0 reads it.
         try:
             for i in range(n_node_endpoints):
                 if end - pos < 4:
@@ -1650,7 +1650,7 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
-        _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(item, out)
+        _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(item, out)
     f_node_endpoints = obj.node_endpoints
     if f_node_endpoints is None:
         raise _w.not_nullable("ShareAcknowledgeResponse.node_endpoints")
@@ -1663,7 +1663,7 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
     else:
         _w.put_uvarint(out, n_node_endpoints + 1)
     for item in f_node_endpoints:
-        _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(item, out)
+        _enc_ShareAcknowledgeResponse_NodeEndpoint_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse")
     else:
@@ -1673,8 +1673,8 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
             out.append(0)
 
 
-def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end):
-    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(buf, cur, end):
+    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
@@ -1703,12 +1703,12 @@ def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end
         cur.pos = pos
         try:
             for i in range(n_partitions):
-                f_partitions.append(_dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end))
+                f_partitions.append(_dec_ShareAcknowledgeResponse_PartitionData_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         pos = cur.pos
     elif n_partitions:
-        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_PartitionData_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareAcknowledgeResponse_PartitionData_v0 reads it.
         try:
             for i in range(n_partitions):
                 if end - pos < 6:
@@ -1736,7 +1736,7 @@ def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end
                     raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
                 cur.pos = pos
                 try:
-                    f_current_leader__1 = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+                    f_current_leader__1 = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(buf, cur, end)
                 except DecodeError as exc:
                     raise exc.within('current_leader')
                 pos = cur.pos
@@ -1770,8 +1770,8 @@ def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end
     return obj
 
 
-def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(obj, out):
-    """Append the v1 layout of a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse to ``out``."""
+def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(obj, out):
+    """Append the v0 layout of a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse expected, got None")
     out += obj.topic_id.bytes
@@ -1787,7 +1787,7 @@ def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
-        _enc_ShareAcknowledgeResponse_PartitionData_v1(item, out)
+        _enc_ShareAcknowledgeResponse_PartitionData_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse")
     else:
@@ -1797,8 +1797,8 @@ def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
-    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeResponse_PartitionData_v0(buf, cur, end):
+    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
@@ -1840,7 +1840,7 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
         raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     cur.pos = pos
     try:
-        f_current_leader = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+        f_current_leader = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(buf, cur, end)
     except DecodeError as exc:
         raise exc.within('current_leader')
     pos = cur.pos
@@ -1862,8 +1862,8 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeResponse_PartitionData_v1(obj, out):
-    """Append the v1 layout of a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData to ``out``."""
+def _enc_ShareAcknowledgeResponse_PartitionData_v0(obj, out):
+    """Append the v0 layout of a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData expected, got None")
     if cython.compiled:
@@ -1895,7 +1895,7 @@ def _enc_ShareAcknowledgeResponse_PartitionData_v1(obj, out):
         else:
             out += f_error_message
     f_current_leader = obj.current_leader
-    _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(f_current_leader, out)
+    _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(f_current_leader, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData")
     else:
@@ -1905,8 +1905,8 @@ def _enc_ShareAcknowledgeResponse_PartitionData_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end):
-    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(buf, cur, end):
+    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
@@ -1932,8 +1932,8 @@ def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(obj, out):
-    """Append the v1 layout of a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch to ``out``."""
+def _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(obj, out):
+    """Append the v0 layout of a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch expected, got None")
     if cython.compiled:
@@ -1951,8 +1951,8 @@ def _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
-    """Decode ShareAcknowledgeResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeResponse_NodeEndpoint_v0(buf, cur, end):
+    """Decode ShareAcknowledgeResponse.NodeEndpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
@@ -2044,8 +2044,8 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(obj, out):
-    """Append the v1 layout of a ShareAcknowledgeResponse.NodeEndpoint to ``out``."""
+def _enc_ShareAcknowledgeResponse_NodeEndpoint_v0(obj, out):
+    """Append the v0 layout of a ShareAcknowledgeResponse.NodeEndpoint to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.NodeEndpoint expected, got None")
     if cython.compiled:
@@ -2115,9 +2115,9 @@ class ShareAcknowledgeRequest_AcknowledgementBatch(Struct):
     """AcknowledgementBatch (part of ShareAcknowledgeRequest).
 
     Attributes:
-        first_offset (int64, v1-2): 
-        last_offset (int64, v1-2): 
-        acknowledge_types ([]int8, v1-2): The acknowledgement per record or batch: 0 gap, 1 accept, 2 release, 3 reject.
+        first_offset (int64, v0-2): 
+        last_offset (int64, v0-2): 
+        acknowledge_types ([]int8, v0-2): The acknowledgement per record or batch: 0 gap, 1 accept, 2 release, 3 reject.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2125,9 +2125,9 @@ class ShareAcknowledgeRequest_AcknowledgementBatch(Struct):
     _NAME = 'ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch'
     _FIELDS = (('first_offset', SCALAR, None), ('last_offset', SCALAR, None), ('acknowledge_types', SCALARS, None))
     FIELDS = (
-        FieldInfo('first_offset', (1, 2), None, None, False, None, None, 'int64'),
-        FieldInfo('last_offset', (1, 2), None, None, False, None, None, 'int64'),
-        FieldInfo('acknowledge_types', (1, 2), None, None, True, None, None, '[]int8'),
+        FieldInfo('first_offset', (0, 2), None, None, False, None, None, 'int64'),
+        FieldInfo('last_offset', (0, 2), None, None, False, None, None, 'int64'),
+        FieldInfo('acknowledge_types', (0, 2), None, None, True, None, None, '[]int8'),
     )
 
     def __init__(
@@ -2148,8 +2148,8 @@ class ShareAcknowledgeRequest_AcknowledgePartition(Struct):
     """AcknowledgePartition (part of ShareAcknowledgeRequest).
 
     Attributes:
-        partition_index (int32, v1-2): 
-        acknowledgement_batches ([]AcknowledgementBatch, v1-2): 
+        partition_index (int32, v0-2): 
+        acknowledgement_batches ([]AcknowledgementBatch, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2157,8 +2157,8 @@ class ShareAcknowledgeRequest_AcknowledgePartition(Struct):
     _NAME = 'ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition'
     _FIELDS = (('partition_index', SCALAR, None), ('acknowledgement_batches', STRUCTS, ShareAcknowledgeRequest_AcknowledgementBatch))
     FIELDS = (
-        FieldInfo('partition_index', (1, 2), None, 'partitionIndex', False, None, None, 'int32'),
-        FieldInfo('acknowledgement_batches', (1, 2), None, None, True, ShareAcknowledgeRequest_AcknowledgementBatch, None, '[]AcknowledgementBatch'),
+        FieldInfo('partition_index', (0, 2), None, 'partitionIndex', False, None, None, 'int32'),
+        FieldInfo('acknowledgement_batches', (0, 2), None, None, True, ShareAcknowledgeRequest_AcknowledgementBatch, None, '[]AcknowledgementBatch'),
     )
     AcknowledgementBatch = ShareAcknowledgeRequest_AcknowledgementBatch
 
@@ -2178,8 +2178,8 @@ class ShareAcknowledgeRequest_AcknowledgeTopic(Struct):
     """AcknowledgeTopic (part of ShareAcknowledgeRequest).
 
     Attributes:
-        topic_id (uuid, v1-2): 
-        partitions ([]AcknowledgePartition, v1-2): 
+        topic_id (uuid, v0-2): 
+        partitions ([]AcknowledgePartition, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2187,8 +2187,8 @@ class ShareAcknowledgeRequest_AcknowledgeTopic(Struct):
     _NAME = 'ShareAcknowledgeRequest.AcknowledgeTopic'
     _FIELDS = (('topic_id', SCALAR, None), ('partitions', STRUCTS, ShareAcknowledgeRequest_AcknowledgePartition))
     FIELDS = (
-        FieldInfo('topic_id', (1, 2), None, None, False, None, None, 'uuid'),
-        FieldInfo('partitions', (1, 2), None, None, True, ShareAcknowledgeRequest_AcknowledgePartition, None, '[]AcknowledgePartition'),
+        FieldInfo('topic_id', (0, 2), None, None, False, None, None, 'uuid'),
+        FieldInfo('partitions', (0, 2), None, None, True, ShareAcknowledgeRequest_AcknowledgePartition, None, '[]AcknowledgePartition'),
     )
     AcknowledgePartition = ShareAcknowledgeRequest_AcknowledgePartition
 
@@ -2207,15 +2207,15 @@ class ShareAcknowledgeRequest_AcknowledgeTopic(Struct):
 class ShareAcknowledgeRequest(Message):
     """The request of ShareAcknowledge (api key 79). A share-group consumer acknowledges records without fetching (KIP-932).
 
-    Versions 1-2.
-    Flexible (compact lengths, tagged fields) in v1-2.
+    Versions 0-2.
+    Flexible (compact lengths, tagged fields) in v0-2.
 
     Attributes:
-        group_id (string, v1-2, nullable v1-2): 
-        member_id (string, v1-2, nullable v1-2): 
-        share_session_epoch (int32, v1-2): The share session epoch: 0 opens a session, -1 closes it, otherwise it rises with each request.
+        group_id (string, v0-2, nullable v0-2): 
+        member_id (string, v0-2, nullable v0-2): 
+        share_session_epoch (int32, v0-2): The share session epoch: 0 opens a session, -1 closes it, otherwise it rises with each request.
         is_renew_ack (bool, v2): 
-        topics ([]AcknowledgeTopic, v1-2): 
+        topics ([]AcknowledgeTopic, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2223,22 +2223,23 @@ class ShareAcknowledgeRequest(Message):
     _NAME = 'ShareAcknowledgeRequest'
     _FIELDS = (('group_id', SCALAR, None), ('member_id', SCALAR, None), ('share_session_epoch', SCALAR, None), ('is_renew_ack', SCALAR, None), ('topics', STRUCTS, ShareAcknowledgeRequest_AcknowledgeTopic))
     FIELDS = (
-        FieldInfo('group_id', (1, 2), None, 'groupId', False, None, (1, 2), 'string'),
-        FieldInfo('member_id', (1, 2), None, None, False, None, (1, 2), 'string'),
-        FieldInfo('share_session_epoch', (1, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('group_id', (0, 2), None, 'groupId', False, None, (0, 2), 'string'),
+        FieldInfo('member_id', (0, 2), None, None, False, None, (0, 2), 'string'),
+        FieldInfo('share_session_epoch', (0, 2), None, None, False, None, None, 'int32'),
         FieldInfo('is_renew_ack', (2, 2), None, None, False, None, None, 'bool'),
-        FieldInfo('topics', (1, 2), None, None, True, ShareAcknowledgeRequest_AcknowledgeTopic, None, '[]AcknowledgeTopic'),
+        FieldInfo('topics', (0, 2), None, None, True, ShareAcknowledgeRequest_AcknowledgeTopic, None, '[]AcknowledgeTopic'),
     )
     AcknowledgeTopic = ShareAcknowledgeRequest_AcknowledgeTopic
-    _DECODERS = {1: _dec_ShareAcknowledgeRequest_v1, 2: _dec_ShareAcknowledgeRequest_v2}
-    _ENCODERS = {1: _enc_ShareAcknowledgeRequest_v1, 2: _enc_ShareAcknowledgeRequest_v2}
+    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
+    _DECODERS = {0: _dec_ShareAcknowledgeRequest_v0, 1: _dec_ShareAcknowledgeRequest_v0, 2: _dec_ShareAcknowledgeRequest_v2}
+    _ENCODERS = {0: _enc_ShareAcknowledgeRequest_v0, 1: _enc_ShareAcknowledgeRequest_v0, 2: _enc_ShareAcknowledgeRequest_v2}
     API_KEY = 79
     KIND = 'request'
-    VALID_VERSIONS = (1, 2)
+    VALID_VERSIONS = (0, 2)
     VERSIONS = VALID_VERSIONS
-    FLEXIBLE_VERSIONS = (1, 2)
+    FLEXIBLE_VERSIONS = (0, 2)
     DEPRECATED_VERSIONS = None
-    HEADER_VERSIONS = {1: 2, 2: 2}
+    HEADER_VERSIONS = {0: 2, 1: 2, 2: 2}
 
     def __init__(
         self,
@@ -2262,8 +2263,8 @@ class ShareAcknowledgeResponse_LeaderIdAndEpoch(Struct):
     """LeaderIdAndEpoch (part of ShareAcknowledgeResponse).
 
     Attributes:
-        leader_id (int32, v1-2): 
-        leader_epoch (int32, v1-2): 
+        leader_id (int32, v0-2): 
+        leader_epoch (int32, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2271,8 +2272,8 @@ class ShareAcknowledgeResponse_LeaderIdAndEpoch(Struct):
     _NAME = 'ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch'
     _FIELDS = (('leader_id', SCALAR, None), ('leader_epoch', SCALAR, None))
     FIELDS = (
-        FieldInfo('leader_id', (1, 2), None, None, False, None, None, 'int32'),
-        FieldInfo('leader_epoch', (1, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('leader_id', (0, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('leader_epoch', (0, 2), None, None, False, None, None, 'int32'),
     )
 
     def __init__(
@@ -2291,10 +2292,10 @@ class ShareAcknowledgeResponse_PartitionData(Struct):
     """PartitionData (part of ShareAcknowledgeResponse).
 
     Attributes:
-        partition_index (int32, v1-2): 
-        error_code (int16, v1-2): 
-        error_message (string, v1-2, nullable v1-2): 
-        current_leader (LeaderIdAndEpoch, v1-2): The partition leader and epoch as this broker knows them: a hint for a client that sent the request to a broker that does not lead.
+        partition_index (int32, v0-2): 
+        error_code (int16, v0-2): 
+        error_message (string, v0-2, nullable v0-2): 
+        current_leader (LeaderIdAndEpoch, v0-2): The partition leader and epoch as this broker knows them: a hint for a client that sent the request to a broker that does not lead.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2302,10 +2303,10 @@ class ShareAcknowledgeResponse_PartitionData(Struct):
     _NAME = 'ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData'
     _FIELDS = (('partition_index', SCALAR, None), ('error_code', SCALAR, None), ('error_message', SCALAR, None), ('current_leader', STRUCT, ShareAcknowledgeResponse_LeaderIdAndEpoch))
     FIELDS = (
-        FieldInfo('partition_index', (1, 2), None, 'partitionIndex', False, None, None, 'int32'),
-        FieldInfo('error_code', (1, 2), None, 'errorCode', False, None, None, 'int16'),
-        FieldInfo('error_message', (1, 2), None, None, False, None, (1, 2), 'string'),
-        FieldInfo('current_leader', (1, 2), None, None, False, ShareAcknowledgeResponse_LeaderIdAndEpoch, None, 'LeaderIdAndEpoch'),
+        FieldInfo('partition_index', (0, 2), None, 'partitionIndex', False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 2), None, 'errorCode', False, None, None, 'int16'),
+        FieldInfo('error_message', (0, 2), None, None, False, None, (0, 2), 'string'),
+        FieldInfo('current_leader', (0, 2), None, None, False, ShareAcknowledgeResponse_LeaderIdAndEpoch, None, 'LeaderIdAndEpoch'),
     )
     LeaderIdAndEpoch = ShareAcknowledgeResponse_LeaderIdAndEpoch
 
@@ -2329,8 +2330,8 @@ class ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(Struct):
     """ShareAcknowledgeTopicResponse (part of ShareAcknowledgeResponse).
 
     Attributes:
-        topic_id (uuid, v1-2): 
-        partitions ([]PartitionData, v1-2): 
+        topic_id (uuid, v0-2): 
+        partitions ([]PartitionData, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2338,8 +2339,8 @@ class ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(Struct):
     _NAME = 'ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse'
     _FIELDS = (('topic_id', SCALAR, None), ('partitions', STRUCTS, ShareAcknowledgeResponse_PartitionData))
     FIELDS = (
-        FieldInfo('topic_id', (1, 2), None, None, False, None, None, 'uuid'),
-        FieldInfo('partitions', (1, 2), None, None, True, ShareAcknowledgeResponse_PartitionData, None, '[]PartitionData'),
+        FieldInfo('topic_id', (0, 2), None, None, False, None, None, 'uuid'),
+        FieldInfo('partitions', (0, 2), None, None, True, ShareAcknowledgeResponse_PartitionData, None, '[]PartitionData'),
     )
     PartitionData = ShareAcknowledgeResponse_PartitionData
 
@@ -2359,10 +2360,10 @@ class ShareAcknowledgeResponse_NodeEndpoint(Struct):
     """NodeEndpoint (part of ShareAcknowledgeResponse).
 
     Attributes:
-        node_id (int32, v1-2): 
-        host (string, v1-2): 
-        port (int32, v1-2): 
-        rack (string, v1-2, nullable v1-2): 
+        node_id (int32, v0-2): 
+        host (string, v0-2): 
+        port (int32, v0-2): 
+        rack (string, v0-2, nullable v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2370,10 +2371,10 @@ class ShareAcknowledgeResponse_NodeEndpoint(Struct):
     _NAME = 'ShareAcknowledgeResponse.NodeEndpoint'
     _FIELDS = (('node_id', SCALAR, None), ('host', SCALAR, None), ('port', SCALAR, None), ('rack', SCALAR, None))
     FIELDS = (
-        FieldInfo('node_id', (1, 2), None, 'brokerId', False, None, None, 'int32'),
-        FieldInfo('host', (1, 2), None, None, False, None, None, 'string'),
-        FieldInfo('port', (1, 2), None, None, False, None, None, 'int32'),
-        FieldInfo('rack', (1, 2), None, None, False, None, (1, 2), 'string'),
+        FieldInfo('node_id', (0, 2), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('host', (0, 2), None, None, False, None, None, 'string'),
+        FieldInfo('port', (0, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('rack', (0, 2), None, None, False, None, (0, 2), 'string'),
     )
 
     def __init__(
@@ -2395,16 +2396,16 @@ class ShareAcknowledgeResponse_NodeEndpoint(Struct):
 class ShareAcknowledgeResponse(Message):
     """The response of ShareAcknowledge (api key 79). A share-group consumer acknowledges records without fetching (KIP-932).
 
-    Versions 1-2.
-    Flexible (compact lengths, tagged fields) in v1-2.
+    Versions 0-2.
+    Flexible (compact lengths, tagged fields) in v0-2.
 
     Attributes:
-        throttle_time_ms (int32, v1-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
-        error_code (int16, v1-2): 
-        error_message (string, v1-2, nullable v1-2): 
+        throttle_time_ms (int32, v0-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
+        error_code (int16, v0-2): 
+        error_message (string, v0-2, nullable v0-2): 
         acquisition_lock_timeout_ms (int32, v2): 
-        responses ([]ShareAcknowledgeTopicResponse, v1-2): 
-        node_endpoints ([]NodeEndpoint, v1-2): Host and port of the brokers named in CurrentLeader fields, so the client can move without a Metadata request.
+        responses ([]ShareAcknowledgeTopicResponse, v0-2): 
+        node_endpoints ([]NodeEndpoint, v0-2): Host and port of the brokers named in CurrentLeader fields, so the client can move without a Metadata request.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2412,24 +2413,25 @@ class ShareAcknowledgeResponse(Message):
     _NAME = 'ShareAcknowledgeResponse'
     _FIELDS = (('throttle_time_ms', SCALAR, None), ('error_code', SCALAR, None), ('error_message', SCALAR, None), ('acquisition_lock_timeout_ms', SCALAR, None), ('responses', STRUCTS, ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse), ('node_endpoints', STRUCTS, ShareAcknowledgeResponse_NodeEndpoint))
     FIELDS = (
-        FieldInfo('throttle_time_ms', (1, 2), None, None, False, None, None, 'int32'),
-        FieldInfo('error_code', (1, 2), None, 'errorCode', False, None, None, 'int16'),
-        FieldInfo('error_message', (1, 2), None, None, False, None, (1, 2), 'string'),
+        FieldInfo('throttle_time_ms', (0, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 2), None, 'errorCode', False, None, None, 'int16'),
+        FieldInfo('error_message', (0, 2), None, None, False, None, (0, 2), 'string'),
         FieldInfo('acquisition_lock_timeout_ms', (2, 2), None, None, False, None, None, 'int32'),
-        FieldInfo('responses', (1, 2), None, None, True, ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse, None, '[]ShareAcknowledgeTopicResponse'),
-        FieldInfo('node_endpoints', (1, 2), None, None, True, ShareAcknowledgeResponse_NodeEndpoint, None, '[]NodeEndpoint'),
+        FieldInfo('responses', (0, 2), None, None, True, ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse, None, '[]ShareAcknowledgeTopicResponse'),
+        FieldInfo('node_endpoints', (0, 2), None, None, True, ShareAcknowledgeResponse_NodeEndpoint, None, '[]NodeEndpoint'),
     )
     ShareAcknowledgeTopicResponse = ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse
     NodeEndpoint = ShareAcknowledgeResponse_NodeEndpoint
-    _DECODERS = {1: _dec_ShareAcknowledgeResponse_v1, 2: _dec_ShareAcknowledgeResponse_v2}
-    _ENCODERS = {1: _enc_ShareAcknowledgeResponse_v1, 2: _enc_ShareAcknowledgeResponse_v2}
+    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
+    _DECODERS = {0: _dec_ShareAcknowledgeResponse_v0, 1: _dec_ShareAcknowledgeResponse_v0, 2: _dec_ShareAcknowledgeResponse_v2}
+    _ENCODERS = {0: _enc_ShareAcknowledgeResponse_v0, 1: _enc_ShareAcknowledgeResponse_v0, 2: _enc_ShareAcknowledgeResponse_v2}
     API_KEY = 79
     KIND = 'response'
-    VALID_VERSIONS = (1, 2)
+    VALID_VERSIONS = (0, 2)
     VERSIONS = VALID_VERSIONS
-    FLEXIBLE_VERSIONS = (1, 2)
+    FLEXIBLE_VERSIONS = (0, 2)
     DEPRECATED_VERSIONS = None
-    HEADER_VERSIONS = {1: 1, 2: 1}
+    HEADER_VERSIONS = {0: 1, 1: 1, 2: 1}
 
     def __init__(
         self,

@@ -16,7 +16,7 @@
 #   the field that does not fit when the input is short.
 # * Error paths use dotted struct names (`FetchRequest.FetchTopic`), as the classes' `_NAME` does.
 
-"""ShareFetch (api key 78, v1-2): A share-group consumer fetches records and acknowledges earlier ones (KIP-932)."""
+"""ShareFetch (api key 78, v0-2): A share-group consumer fetches records and acknowledges earlier ones (KIP-932)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ _S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
 _S_ii = _struct.Struct(">ii")
+_S_iiii = _struct.Struct(">iiii")
 _S_iiiiii = _struct.Struct(">iiiiii")
 _S_iiiiiibB = _struct.Struct(">iiiiiib?")
 _S_iiiiiibb = _struct.Struct(">iiiiiibb")
@@ -60,9 +61,11 @@ _RUN_leader_id__leader_epoch = (('leader_id', 0, 4), ('leader_epoch', 4, 4))
 _RUN_node_id = (('node_id', 0, 4),)
 _RUN_partition_index = (('partition_index', 0, 4),)
 _RUN_partition_index__error_code = (('partition_index', 0, 4), ('error_code', 4, 2))
+_RUN_partition_index__partition_max_bytes = (('partition_index', 0, 4), ('partition_max_bytes', 4, 4))
 _RUN_port = (('port', 0, 4),)
 _RUN_share_session_epoch__batch_size = (('share_session_epoch', 0, 4), ('max_wait_ms', 4, 4), ('min_bytes', 8, 4), ('max_bytes', 12, 4), ('max_records', 16, 4), ('batch_size', 20, 4))
 _RUN_share_session_epoch__is_renew_ack = (('share_session_epoch', 0, 4), ('max_wait_ms', 4, 4), ('min_bytes', 8, 4), ('max_bytes', 12, 4), ('max_records', 16, 4), ('batch_size', 20, 4), ('share_acquire_mode', 24, 1), ('is_renew_ack', 25, 1))
+_RUN_share_session_epoch__max_bytes = (('share_session_epoch', 0, 4), ('max_wait_ms', 4, 4), ('min_bytes', 8, 4), ('max_bytes', 12, 4))
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
@@ -71,6 +74,396 @@ if not cython.compiled:
     _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
     _A_b = _w.SMALL_ARRAYS["b"]
     _A_i = _w.SMALL_ARRAYS["i"]
+
+
+def _dec_ShareFetchRequest_v0(buf, cur, end):
+    """Decode ShareFetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('group_id', buf, pos, end)
+        n_group_id = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+        n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    elif n_group_id == -1:
+        f_group_id = None
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('member_id', buf, pos, end)
+        n_member_id = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+        n_member_id -= 1
+    if 0 <= n_member_id <= end - pos:
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
+        pos += n_member_id
+    elif n_member_id == -1:
+        f_member_id = None
+    else:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
+    if end - pos < 16:
+        raise _w.short_run(_RUN_share_session_epoch__max_bytes, pos, end)
+    if cython.compiled:
+        f_share_session_epoch = _read_i(buf, pos)
+        f_max_wait_ms = _read_i(buf, pos + 4)
+        f_min_bytes = _read_i(buf, pos + 8)
+        f_max_bytes = _read_i(buf, pos + 12)
+    else:
+        f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes = _S_iiii.unpack_from(buf, pos)
+    pos += 16
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('topics', buf, pos, end)
+        n_topics = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 18:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
+    f_topics = []
+    if cython.compiled:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ShareFetchRequest_FetchTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
+    elif n_topics:
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_FetchTopic_v0 reads it.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 10:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 10, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ShareFetchRequest_FetchPartition_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_index__partition_max_bytes, pos, end)
+                            f_partition_index__2, f_partition_max_bytes__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledgement_batches__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledgement_batches__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledgement_batches__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+                                n_acknowledgement_batches__2 -= 1
+                            if n_acknowledgement_batches__2 < 0 or n_acknowledgement_batches__2 > (end - pos) // 18:
+                                raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
+                            f_acknowledgement_batches__2 = []
+                            if n_acknowledgement_batches__2:
+                                # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v0 reads it.
+                                try:
+                                    for i__2 in range(n_acknowledgement_batches__2):
+                                        if end - pos < 16:
+                                            raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                                        f_first_offset__3, f_last_offset__3 = _S_qq.unpack_from(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] < 128:
+                                            n_acknowledge_types__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_acknowledge_types__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_acknowledge_types__3, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                                            n_acknowledge_types__3 -= 1
+                                        if n_acknowledge_types__3 < 0 or n_acknowledge_types__3 > (end - pos) // 1:
+                                            raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__3, end, 1, 1)
+                                        if n_acknowledge_types__3 < _w.SMALL_ARRAY_MAX:
+                                            f_acknowledge_types__3 = list(_A_b[n_acknowledge_types__3].unpack_from(buf, pos))
+                                        else:
+                                            f_acknowledge_types__3 = list(_unpack_from(">%db" % n_acknowledge_types__3, buf, pos))
+                                        pos += n_acknowledge_types__3 * 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareFetchRequest_AcknowledgementBatch)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.acknowledge_types = f_acknowledge_types__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acknowledgement_batches__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acknowledgement_batches[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchRequest_FetchPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            obj__2.acknowledgement_batches = f_acknowledgement_batches__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_FetchTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_forgotten_topics_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
+        n_forgotten_topics_data = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
+        n_forgotten_topics_data -= 1
+    if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
+        raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
+    f_forgotten_topics_data = []
+    if cython.compiled:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
+    elif n_forgotten_topics_data:
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_ForgottenTopic_v0 reads it.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_ForgottenTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if cython.compiled:
+        obj = ShareFetchRequest.__new__(ShareFetchRequest)
+    else:
+        obj = _new(ShareFetchRequest)
+    obj.group_id = f_group_id
+    obj.member_id = f_member_id
+    obj.share_session_epoch = f_share_session_epoch
+    obj.max_wait_ms = f_max_wait_ms
+    obj.min_bytes = f_min_bytes
+    obj.max_bytes = f_max_bytes
+    obj.max_records = 0
+    obj.batch_size = 0
+    obj.share_acquire_mode = 0
+    obj.is_renew_ack = False
+    obj.topics = f_topics
+    obj.forgotten_topics_data = f_forgotten_topics_data
+    obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_ShareFetchRequest_v0(obj, out):
+    """Append the v0 layout of a ShareFetchRequest to ``out``."""
+    if obj is None:
+        raise TypeError("ShareFetchRequest expected, got None")
+    if obj.max_records != 0:
+        raise _w.not_in_version("ShareFetchRequest.max_records", 0, "1-2")
+    if obj.batch_size != 0:
+        raise _w.not_in_version("ShareFetchRequest.batch_size", 0, "1-2")
+    if obj.share_acquire_mode != 0:
+        raise _w.not_in_version("ShareFetchRequest.share_acquire_mode", 0, "2")
+    if obj.is_renew_ack != False:
+        raise _w.not_in_version("ShareFetchRequest.is_renew_ack", 0, "2")
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        n_group_id = -1
+    else:
+        if cython.compiled:
+            f_group_id = _utf8(f_group_id)
+        else:
+            f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ShareFetchRequest.group_id", n_group_id)
+    if cython.compiled:
+        _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
+    if n_group_id > 0:
+        if cython.compiled:
+            _put_text(out, f_group_id)
+        else:
+            out += f_group_id
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        n_member_id = -1
+    else:
+        if cython.compiled:
+            f_member_id = _utf8(f_member_id)
+        else:
+            f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ShareFetchRequest.member_id", n_member_id)
+    if cython.compiled:
+        _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
+    if n_member_id > 0:
+        if cython.compiled:
+            _put_text(out, f_member_id)
+        else:
+            out += f_member_id
+    if cython.compiled:
+        p = _grow(out, 16)
+        _put_i(p, 0, obj.share_session_epoch)
+        _put_i(p, 4, obj.max_wait_ms)
+        _put_i(p, 8, obj.min_bytes)
+        _put_i(p, 12, obj.max_bytes)
+    else:
+        out += _S_iiii.pack(obj.share_session_epoch, obj.max_wait_ms, obj.min_bytes, obj.max_bytes)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("ShareFetchRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if cython.compiled:
+        _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_ShareFetchRequest_FetchTopic_v0(item, out)
+    f_forgotten_topics_data = obj.forgotten_topics_data
+    if f_forgotten_topics_data is None:
+        raise _w.not_nullable("ShareFetchRequest.forgotten_topics_data")
+    else:
+        n_forgotten_topics_data = len(f_forgotten_topics_data)
+    if cython.compiled:
+        _put_uvarint(out, n_forgotten_topics_data + 1)
+    elif 0 <= n_forgotten_topics_data + 1 < 128:
+        out.append(n_forgotten_topics_data + 1)
+    else:
+        _w.put_uvarint(out, n_forgotten_topics_data + 1)
+    for item in f_forgotten_topics_data:
+        _enc_ShareFetchRequest_ForgottenTopic_v0(item, out)
+    if obj.unknown_tagged_fields:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
+    else:
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
 
 
 def _dec_ShareFetchRequest_v1(buf, cur, end):
@@ -216,7 +609,7 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
                                 raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
                             f_acknowledgement_batches__2 = []
                             if n_acknowledgement_batches__2:
-                                # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v1 reads it.
+                                # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v0 reads it.
                                 try:
                                     for i__2 in range(n_acknowledgement_batches__2):
                                         if end - pos < 16:
@@ -259,6 +652,7 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
                                 unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
                             obj__2 = _new(ShareFetchRequest_FetchPartition)
                             obj__2.partition_index = f_partition_index__2
+                            obj__2.partition_max_bytes = 0
                             obj__2.acknowledgement_batches = f_acknowledgement_batches__2
                             obj__2.unknown_tagged_fields = unknown__2
                             f_partitions__1.append(obj__2)
@@ -299,12 +693,12 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_forgotten_topics_data):
-                f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end))
+                f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
     elif n_forgotten_topics_data:
-        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_ForgottenTopic_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_ForgottenTopic_v0 reads it.
         try:
             for i in range(n_forgotten_topics_data):
                 if end - pos < 16:
@@ -452,7 +846,7 @@ def _enc_ShareFetchRequest_v1(obj, out):
     else:
         _w.put_uvarint(out, n_forgotten_topics_data + 1)
     for item in f_forgotten_topics_data:
-        _enc_ShareFetchRequest_ForgottenTopic_v1(item, out)
+        _enc_ShareFetchRequest_ForgottenTopic_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
     else:
@@ -610,7 +1004,7 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
                                 raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
                             f_acknowledgement_batches__2 = []
                             if n_acknowledgement_batches__2:
-                                # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v1 reads it.
+                                # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v0 reads it.
                                 try:
                                     for i__2 in range(n_acknowledgement_batches__2):
                                         if end - pos < 16:
@@ -653,6 +1047,7 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
                                 unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
                             obj__2 = _new(ShareFetchRequest_FetchPartition)
                             obj__2.partition_index = f_partition_index__2
+                            obj__2.partition_max_bytes = 0
                             obj__2.acknowledgement_batches = f_acknowledgement_batches__2
                             obj__2.unknown_tagged_fields = unknown__2
                             f_partitions__1.append(obj__2)
@@ -693,12 +1088,12 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_forgotten_topics_data):
-                f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end))
+                f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("forgotten_topics_data[%d]" % i)
         pos = cur.pos
     elif n_forgotten_topics_data:
-        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_ForgottenTopic_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_ForgottenTopic_v0 reads it.
         try:
             for i in range(n_forgotten_topics_data):
                 if end - pos < 16:
@@ -844,9 +1239,156 @@ def _enc_ShareFetchRequest_v2(obj, out):
     else:
         _w.put_uvarint(out, n_forgotten_topics_data + 1)
     for item in f_forgotten_topics_data:
-        _enc_ShareFetchRequest_ForgottenTopic_v1(item, out)
+        _enc_ShareFetchRequest_ForgottenTopic_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
+    else:
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
+
+
+def _dec_ShareFetchRequest_FetchTopic_v0(buf, cur, end):
+    """Decode ShareFetchRequest.FetchTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
+    if end - pos < 16:
+        raise _w.short_read('topic_id', pos, 16, end)
+    f_topic_id = _w.uuid_at(buf, pos)
+    pos += 16
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('partitions', buf, pos, end)
+        n_partitions = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+        n_partitions -= 1
+    if n_partitions < 0 or n_partitions > (end - pos) // 10:
+        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 10, 1)
+    f_partitions = []
+    if cython.compiled:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ShareFetchRequest_FetchPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_FetchPartition_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_partition_index__partition_max_bytes, pos, end)
+                f_partition_index__1, f_partition_max_bytes__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if pos < end and buf[pos] < 128:
+                    n_acknowledgement_batches__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_acknowledgement_batches__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_acknowledgement_batches__1, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+                    n_acknowledgement_batches__1 -= 1
+                if n_acknowledgement_batches__1 < 0 or n_acknowledgement_batches__1 > (end - pos) // 18:
+                    raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__1, end, 18, 1)
+                f_acknowledgement_batches__1 = []
+                if n_acknowledgement_batches__1:
+                    # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v0 reads it.
+                    try:
+                        for i__1 in range(n_acknowledgement_batches__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                            f_first_offset__2, f_last_offset__2 = _S_qq.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledge_types__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledge_types__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledge_types__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                                n_acknowledge_types__2 -= 1
+                            if n_acknowledge_types__2 < 0 or n_acknowledge_types__2 > (end - pos) // 1:
+                                raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__2, end, 1, 1)
+                            if n_acknowledge_types__2 < _w.SMALL_ARRAY_MAX:
+                                f_acknowledge_types__2 = list(_A_b[n_acknowledge_types__2].unpack_from(buf, pos))
+                            else:
+                                f_acknowledge_types__2 = list(_unpack_from(">%db" % n_acknowledge_types__2, buf, pos))
+                            pos += n_acknowledge_types__2 * 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchRequest_AcknowledgementBatch)
+                            obj__2.first_offset = f_first_offset__2
+                            obj__2.last_offset = f_last_offset__2
+                            obj__2.acknowledge_types = f_acknowledge_types__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_acknowledgement_batches__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("acknowledgement_batches[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_FetchPartition)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.partition_max_bytes = f_partition_max_bytes__1
+                obj__1.acknowledgement_batches = f_acknowledgement_batches__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if cython.compiled:
+        obj = ShareFetchRequest_FetchTopic.__new__(ShareFetchRequest_FetchTopic)
+    else:
+        obj = _new(ShareFetchRequest_FetchTopic)
+    obj.topic_id = f_topic_id
+    obj.partitions = f_partitions
+    obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_ShareFetchRequest_FetchTopic_v0(obj, out):
+    """Append the v0 layout of a ShareFetchRequest.FetchTopic to ``out``."""
+    if obj is None:
+        raise TypeError("ShareFetchRequest.FetchTopic expected, got None")
+    out += obj.topic_id.bytes
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ShareFetchRequest.FetchTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if cython.compiled:
+        _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ShareFetchRequest_FetchPartition_v0(item, out)
+    if obj.unknown_tagged_fields:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic")
     else:
         if cython.compiled:
             _grow(out, 1)[0] = 0
@@ -909,7 +1451,7 @@ def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
                     raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__1, end, 18, 1)
                 f_acknowledgement_batches__1 = []
                 if n_acknowledgement_batches__1:
-                    # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v1 reads it.
+                    # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v0 reads it.
                     try:
                         for i__1 in range(n_acknowledgement_batches__1):
                             if end - pos < 16:
@@ -952,6 +1494,7 @@ def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
                     unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(ShareFetchRequest_FetchPartition)
                 obj__1.partition_index = f_partition_index__1
+                obj__1.partition_max_bytes = 0
                 obj__1.acknowledgement_batches = f_acknowledgement_batches__1
                 obj__1.unknown_tagged_fields = unknown__1
                 f_partitions.append(obj__1)
@@ -1000,16 +1543,17 @@ def _enc_ShareFetchRequest_FetchTopic_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic.FetchPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchRequest_FetchPartition_v0(buf, cur, end):
+    """Decode ShareFetchRequest.FetchTopic.FetchPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
+    if end - pos < 8:
+        raise _w.short_run(_RUN_partition_index__partition_max_bytes, pos, end)
     if cython.compiled:
         f_partition_index = _read_i(buf, pos)
+        f_partition_max_bytes = _read_i(buf, pos + 4)
     else:
-        f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+        f_partition_index, f_partition_max_bytes = _S_ii.unpack_from(buf, pos)
+    pos += 8
     if pos < end and buf[pos] < 128:
         n_acknowledgement_batches = buf[pos] - 1
         pos += 1
@@ -1033,12 +1577,12 @@ def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_acknowledgement_batches):
-                f_acknowledgement_batches.append(_dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end))
+                f_acknowledgement_batches.append(_dec_ShareFetchRequest_AcknowledgementBatch_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("acknowledgement_batches[%d]" % i)
         pos = cur.pos
     elif n_acknowledgement_batches:
-        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v0 reads it.
         try:
             for i in range(n_acknowledgement_batches):
                 if end - pos < 16:
@@ -1084,6 +1628,130 @@ def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
     else:
         obj = _new(ShareFetchRequest_FetchPartition)
     obj.partition_index = f_partition_index
+    obj.partition_max_bytes = f_partition_max_bytes
+    obj.acknowledgement_batches = f_acknowledgement_batches
+    obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_ShareFetchRequest_FetchPartition_v0(obj, out):
+    """Append the v0 layout of a ShareFetchRequest.FetchTopic.FetchPartition to ``out``."""
+    if obj is None:
+        raise TypeError("ShareFetchRequest.FetchTopic.FetchPartition expected, got None")
+    if cython.compiled:
+        p = _grow(out, 8)
+        _put_i(p, 0, obj.partition_index)
+        _put_i(p, 4, obj.partition_max_bytes)
+    else:
+        out += _S_ii.pack(obj.partition_index, obj.partition_max_bytes)
+    f_acknowledgement_batches = obj.acknowledgement_batches
+    if f_acknowledgement_batches is None:
+        raise _w.not_nullable("ShareFetchRequest.FetchTopic.FetchPartition.acknowledgement_batches")
+    else:
+        n_acknowledgement_batches = len(f_acknowledgement_batches)
+    if cython.compiled:
+        _put_uvarint(out, n_acknowledgement_batches + 1)
+    elif 0 <= n_acknowledgement_batches + 1 < 128:
+        out.append(n_acknowledgement_batches + 1)
+    else:
+        _w.put_uvarint(out, n_acknowledgement_batches + 1)
+    for item in f_acknowledgement_batches:
+        _enc_ShareFetchRequest_AcknowledgementBatch_v0(item, out)
+    if obj.unknown_tagged_fields:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition")
+    else:
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
+
+
+def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
+    """Decode ShareFetchRequest.FetchTopic.FetchPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
+    if end - pos < 4:
+        raise _w.short_run(_RUN_partition_index, pos, end)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+    else:
+        f_partition_index = _S_i.unpack_from(buf, pos)[0]
+    pos += 4
+    if pos < end and buf[pos] < 128:
+        n_acknowledgement_batches = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('acknowledgement_batches', buf, pos, end)
+        n_acknowledgement_batches = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_acknowledgement_batches = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_acknowledgement_batches, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+        n_acknowledgement_batches -= 1
+    if n_acknowledgement_batches < 0 or n_acknowledgement_batches > (end - pos) // 18:
+        raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches, end, 18, 1)
+    f_acknowledgement_batches = []
+    if cython.compiled:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acknowledgement_batches):
+                f_acknowledgement_batches.append(_dec_ShareFetchRequest_AcknowledgementBatch_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acknowledgement_batches[%d]" % i)
+        pos = cur.pos
+    elif n_acknowledgement_batches:
+        # Each element read inline (pure Python only), as _dec_ShareFetchRequest_AcknowledgementBatch_v0 reads it.
+        try:
+            for i in range(n_acknowledgement_batches):
+                if end - pos < 16:
+                    raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                f_first_offset__1, f_last_offset__1 = _S_qq.unpack_from(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_acknowledge_types__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_acknowledge_types__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_acknowledge_types__1, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                    n_acknowledge_types__1 -= 1
+                if n_acknowledge_types__1 < 0 or n_acknowledge_types__1 > (end - pos) // 1:
+                    raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__1, end, 1, 1)
+                if n_acknowledge_types__1 < _w.SMALL_ARRAY_MAX:
+                    f_acknowledge_types__1 = list(_A_b[n_acknowledge_types__1].unpack_from(buf, pos))
+                else:
+                    f_acknowledge_types__1 = list(_unpack_from(">%db" % n_acknowledge_types__1, buf, pos))
+                pos += n_acknowledge_types__1 * 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_AcknowledgementBatch)
+                obj__1.first_offset = f_first_offset__1
+                obj__1.last_offset = f_last_offset__1
+                obj__1.acknowledge_types = f_acknowledge_types__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_acknowledgement_batches.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("acknowledgement_batches[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if cython.compiled:
+        obj = ShareFetchRequest_FetchPartition.__new__(ShareFetchRequest_FetchPartition)
+    else:
+        obj = _new(ShareFetchRequest_FetchPartition)
+    obj.partition_index = f_partition_index
+    obj.partition_max_bytes = 0
     obj.acknowledgement_batches = f_acknowledgement_batches
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1094,6 +1762,8 @@ def _enc_ShareFetchRequest_FetchPartition_v1(obj, out):
     """Append the v1 layout of a ShareFetchRequest.FetchTopic.FetchPartition to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchRequest.FetchTopic.FetchPartition expected, got None")
+    if obj.partition_max_bytes != 0:
+        raise _w.not_in_version("ShareFetchRequest.FetchTopic.FetchPartition.partition_max_bytes", 1, "0")
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.partition_index)
@@ -1111,7 +1781,7 @@ def _enc_ShareFetchRequest_FetchPartition_v1(obj, out):
     else:
         _w.put_uvarint(out, n_acknowledgement_batches + 1)
     for item in f_acknowledgement_batches:
-        _enc_ShareFetchRequest_AcknowledgementBatch_v1(item, out)
+        _enc_ShareFetchRequest_AcknowledgementBatch_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition")
     else:
@@ -1121,8 +1791,8 @@ def _enc_ShareFetchRequest_FetchPartition_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchRequest_AcknowledgementBatch_v0(buf, cur, end):
+    """Decode ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
@@ -1173,8 +1843,8 @@ def _dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchRequest_AcknowledgementBatch_v1(obj, out):
-    """Append the v1 layout of a ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch to ``out``."""
+def _enc_ShareFetchRequest_AcknowledgementBatch_v0(obj, out):
+    """Append the v0 layout of a ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch expected, got None")
     if cython.compiled:
@@ -1209,8 +1879,8 @@ def _enc_ShareFetchRequest_AcknowledgementBatch_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
-    """Decode ShareFetchRequest.ForgottenTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchRequest_ForgottenTopic_v0(buf, cur, end):
+    """Decode ShareFetchRequest.ForgottenTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
@@ -1256,8 +1926,8 @@ def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchRequest_ForgottenTopic_v1(obj, out):
-    """Append the v1 layout of a ShareFetchRequest.ForgottenTopic to ``out``."""
+def _enc_ShareFetchRequest_ForgottenTopic_v0(obj, out):
+    """Append the v0 layout of a ShareFetchRequest.ForgottenTopic to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchRequest.ForgottenTopic expected, got None")
     out += obj.topic_id.bytes
@@ -1280,6 +1950,407 @@ def _enc_ShareFetchRequest_ForgottenTopic_v1(obj, out):
         out += _pack(">%di" % n_partitions, *f_partitions)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.ForgottenTopic")
+    else:
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
+
+
+def _dec_ShareFetchResponse_v0(buf, cur, end):
+    """Decode ShareFetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
+    if end - pos < 6:
+        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+    if cython.compiled:
+        f_throttle_time_ms = _read_i(buf, pos)
+        f_error_code = _read_h(buf, pos + 4)
+    else:
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('error_message', buf, pos, end)
+        n_error_message = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('responses', buf, pos, end)
+        n_responses = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
+        n_responses -= 1
+    if n_responses < 0 or n_responses > (end - pos) // 18:
+        raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
+    f_responses = []
+    if cython.compiled:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ShareFetchResponse_ShareFetchableTopicResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
+    elif n_responses:
+        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_ShareFetchableTopicResponse_v0 reads it.
+        try:
+            for i in range(n_responses):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 22, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline (pure Python only), as _dec_ShareFetchResponse_PartitionData_v0 reads it.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_acknowledge_error_code, pos, end)
+                            f_acknowledge_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledge_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledge_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledge_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_error_message')
+                                n_acknowledge_error_message__2 -= 1
+                            if 0 <= n_acknowledge_error_message__2 <= end - pos:
+                                try:
+                                    f_acknowledge_error_message__2 = buf[pos:pos + n_acknowledge_error_message__2].decode() if n_acknowledge_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('acknowledge_error_message', pos, exc) from None
+                                pos += n_acknowledge_error_message__2
+                            elif n_acknowledge_error_message__2 == -1:
+                                f_acknowledge_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('acknowledge_error_message', pos, n_acknowledge_error_message__2, end, 1, True)
+                            cur.pos = pos
+                            try:
+                                f_current_leader__2 = _dec_ShareFetchResponse_LeaderIdAndEpoch_v0(buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos < end and buf[pos] < 128:
+                                n_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
+                                n_records__2 -= 1
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
+                            if pos < end and buf[pos] < 128:
+                                n_acquired_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acquired_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acquired_records__2, pos = _w.read_uvarint(buf, pos, end, 'acquired_records')
+                                n_acquired_records__2 -= 1
+                            if n_acquired_records__2 < 0 or n_acquired_records__2 > (end - pos) // 19:
+                                raise _w.bad_count('acquired_records', pos - 1, n_acquired_records__2, end, 19, 1)
+                            f_acquired_records__2 = []
+                            if n_acquired_records__2:
+                                # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v0 reads it.
+                                try:
+                                    for i__2 in range(n_acquired_records__2):
+                                        if end - pos < 18:
+                                            raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                                        f_first_offset__3, f_last_offset__3, f_delivery_count__3 = _S_qqh.unpack_from(buf, pos)
+                                        pos += 18
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareFetchResponse_AcquiredRecords)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.delivery_count = f_delivery_count__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acquired_records__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acquired_records[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.acknowledge_error_code = f_acknowledge_error_code__2
+                            obj__2.acknowledge_error_message = f_acknowledge_error_message__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.records = f_records__2
+                            obj__2.acquired_records = f_acquired_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_ShareFetchableTopicResponse)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_node_endpoints = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('node_endpoints', buf, pos, end)
+        n_node_endpoints = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_node_endpoints, pos = _w.read_uvarint(buf, pos, end, 'node_endpoints')
+        n_node_endpoints -= 1
+    if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
+        raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
+    f_node_endpoints = []
+    if cython.compiled:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_node_endpoints):
+                f_node_endpoints.append(_dec_ShareFetchResponse_NodeEndpoint_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
+        pos = cur.pos
+    elif n_node_endpoints:
+        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_NodeEndpoint_v0 reads it.
+        try:
+            for i in range(n_node_endpoints):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_NodeEndpoint)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_node_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if cython.compiled:
+        obj = ShareFetchResponse.__new__(ShareFetchResponse)
+    else:
+        obj = _new(ShareFetchResponse)
+    obj.throttle_time_ms = f_throttle_time_ms
+    obj.error_code = f_error_code
+    obj.error_message = f_error_message
+    obj.acquisition_lock_timeout_ms = 0
+    obj.responses = f_responses
+    obj.node_endpoints = f_node_endpoints
+    obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_ShareFetchResponse_v0(obj, out):
+    """Append the v0 layout of a ShareFetchResponse to ``out``."""
+    if obj is None:
+        raise TypeError("ShareFetchResponse expected, got None")
+    if obj.acquisition_lock_timeout_ms != 0:
+        raise _w.not_in_version("ShareFetchResponse.acquisition_lock_timeout_ms", 0, "1-2")
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.throttle_time_ms)
+        _put_h(p, 4, obj.error_code)
+    else:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ShareFetchResponse.error_message", n_error_message)
+    if cython.compiled:
+        _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
+    if n_error_message > 0:
+        if cython.compiled:
+            _put_text(out, f_error_message)
+        else:
+            out += f_error_message
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("ShareFetchResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if cython.compiled:
+        _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
+    else:
+        _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_ShareFetchResponse_ShareFetchableTopicResponse_v0(item, out)
+    f_node_endpoints = obj.node_endpoints
+    if f_node_endpoints is None:
+        raise _w.not_nullable("ShareFetchResponse.node_endpoints")
+    else:
+        n_node_endpoints = len(f_node_endpoints)
+    if cython.compiled:
+        _put_uvarint(out, n_node_endpoints + 1)
+    elif 0 <= n_node_endpoints + 1 < 128:
+        out.append(n_node_endpoints + 1)
+    else:
+        _w.put_uvarint(out, n_node_endpoints + 1)
+    for item in f_node_endpoints:
+        _enc_ShareFetchResponse_NodeEndpoint_v0(item, out)
+    if obj.unknown_tagged_fields:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse")
     else:
         if cython.compiled:
             _grow(out, 1)[0] = 0
@@ -1434,7 +2505,7 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
                                 raise _w.bad_sized('acknowledge_error_message', pos, n_acknowledge_error_message__2, end, 1, True)
                             cur.pos = pos
                             try:
-                                f_current_leader__2 = _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+                                f_current_leader__2 = _dec_ShareFetchResponse_LeaderIdAndEpoch_v0(buf, cur, end)
                             except DecodeError as exc:
                                 raise exc.within('current_leader')
                             pos = cur.pos
@@ -1465,7 +2536,7 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
                                 raise _w.bad_count('acquired_records', pos - 1, n_acquired_records__2, end, 19, 1)
                             f_acquired_records__2 = []
                             if n_acquired_records__2:
-                                # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v1 reads it.
+                                # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v0 reads it.
                                 try:
                                     for i__2 in range(n_acquired_records__2):
                                         if end - pos < 18:
@@ -1538,12 +2609,12 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_node_endpoints):
-                f_node_endpoints.append(_dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end))
+                f_node_endpoints.append(_dec_ShareFetchResponse_NodeEndpoint_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("node_endpoints[%d]" % i)
         pos = cur.pos
     elif n_node_endpoints:
-        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_NodeEndpoint_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_NodeEndpoint_v0 reads it.
         try:
             for i in range(n_node_endpoints):
                 if end - pos < 4:
@@ -1686,9 +2757,209 @@ def _enc_ShareFetchResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_node_endpoints + 1)
     for item in f_node_endpoints:
-        _enc_ShareFetchResponse_NodeEndpoint_v1(item, out)
+        _enc_ShareFetchResponse_NodeEndpoint_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse")
+    else:
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
+
+
+def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v0(buf, cur, end):
+    """Decode ShareFetchResponse.ShareFetchableTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
+    if end - pos < 16:
+        raise _w.short_read('topic_id', pos, 16, end)
+    f_topic_id = _w.uuid_at(buf, pos)
+    pos += 16
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('partitions', buf, pos, end)
+        n_partitions = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+        n_partitions -= 1
+    if n_partitions < 0 or n_partitions > (end - pos) // 22:
+        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 22, 1)
+    f_partitions = []
+    if cython.compiled:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ShareFetchResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
+    elif n_partitions:
+        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_PartitionData_v0 reads it.
+        try:
+            for i in range(n_partitions):
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_acknowledge_error_code, pos, end)
+                f_acknowledge_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_acknowledge_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_acknowledge_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_acknowledge_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_error_message')
+                    n_acknowledge_error_message__1 -= 1
+                if 0 <= n_acknowledge_error_message__1 <= end - pos:
+                    try:
+                        f_acknowledge_error_message__1 = buf[pos:pos + n_acknowledge_error_message__1].decode() if n_acknowledge_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('acknowledge_error_message', pos, exc) from None
+                    pos += n_acknowledge_error_message__1
+                elif n_acknowledge_error_message__1 == -1:
+                    f_acknowledge_error_message__1 = None
+                else:
+                    raise _w.bad_sized('acknowledge_error_message', pos, n_acknowledge_error_message__1, end, 1, True)
+                cur.pos = pos
+                try:
+                    f_current_leader__1 = _dec_ShareFetchResponse_LeaderIdAndEpoch_v0(buf, cur, end)
+                except DecodeError as exc:
+                    raise exc.within('current_leader')
+                pos = cur.pos
+                if pos < end and buf[pos] < 128:
+                    n_records__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_records__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_records__1, pos = _w.read_uvarint(buf, pos, end, 'records')
+                    n_records__1 -= 1
+                if 0 <= n_records__1 <= end - pos:
+                    f_records__1 = RecordSet(buf[pos:pos + n_records__1])
+                    pos += n_records__1
+                elif n_records__1 == -1:
+                    f_records__1 = None
+                else:
+                    raise _w.bad_sized('records', pos, n_records__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_acquired_records__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_acquired_records__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_acquired_records__1, pos = _w.read_uvarint(buf, pos, end, 'acquired_records')
+                    n_acquired_records__1 -= 1
+                if n_acquired_records__1 < 0 or n_acquired_records__1 > (end - pos) // 19:
+                    raise _w.bad_count('acquired_records', pos - 1, n_acquired_records__1, end, 19, 1)
+                f_acquired_records__1 = []
+                if n_acquired_records__1:
+                    # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v0 reads it.
+                    try:
+                        for i__1 in range(n_acquired_records__1):
+                            if end - pos < 18:
+                                raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                            f_first_offset__2, f_last_offset__2, f_delivery_count__2 = _S_qqh.unpack_from(buf, pos)
+                            pos += 18
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchResponse_AcquiredRecords)
+                            obj__2.first_offset = f_first_offset__2
+                            obj__2.last_offset = f_last_offset__2
+                            obj__2.delivery_count = f_delivery_count__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_acquired_records__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("acquired_records[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_PartitionData)
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.acknowledge_error_code = f_acknowledge_error_code__1
+                obj__1.acknowledge_error_message = f_acknowledge_error_message__1
+                obj__1.current_leader = f_current_leader__1
+                obj__1.records = f_records__1
+                obj__1.acquired_records = f_acquired_records__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if cython.compiled:
+        obj = ShareFetchResponse_ShareFetchableTopicResponse.__new__(ShareFetchResponse_ShareFetchableTopicResponse)
+    else:
+        obj = _new(ShareFetchResponse_ShareFetchableTopicResponse)
+    obj.topic_id = f_topic_id
+    obj.partitions = f_partitions
+    obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_ShareFetchResponse_ShareFetchableTopicResponse_v0(obj, out):
+    """Append the v0 layout of a ShareFetchResponse.ShareFetchableTopicResponse to ``out``."""
+    if obj is None:
+        raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse expected, got None")
+    out += obj.topic_id.bytes
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ShareFetchResponse.ShareFetchableTopicResponse.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if cython.compiled:
+        _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ShareFetchResponse_PartitionData_v0(item, out)
+    if obj.unknown_tagged_fields:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse")
     else:
         if cython.compiled:
             _grow(out, 1)[0] = 0
@@ -1782,7 +3053,7 @@ def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
                     raise _w.bad_sized('acknowledge_error_message', pos, n_acknowledge_error_message__1, end, 1, True)
                 cur.pos = pos
                 try:
-                    f_current_leader__1 = _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+                    f_current_leader__1 = _dec_ShareFetchResponse_LeaderIdAndEpoch_v0(buf, cur, end)
                 except DecodeError as exc:
                     raise exc.within('current_leader')
                 pos = cur.pos
@@ -1813,7 +3084,7 @@ def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
                     raise _w.bad_count('acquired_records', pos - 1, n_acquired_records__1, end, 19, 1)
                 f_acquired_records__1 = []
                 if n_acquired_records__1:
-                    # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v1 reads it.
+                    # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v0 reads it.
                     try:
                         for i__1 in range(n_acquired_records__1):
                             if end - pos < 18:
@@ -1887,6 +3158,282 @@ def _enc_ShareFetchResponse_ShareFetchableTopicResponse_v1(obj, out):
         _enc_ShareFetchResponse_PartitionData_v1(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse")
+    else:
+        if cython.compiled:
+            _grow(out, 1)[0] = 0
+        else:
+            out.append(0)
+
+
+def _dec_ShareFetchResponse_PartitionData_v0(buf, cur, end):
+    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
+    if end - pos < 6:
+        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_error_code = _read_h(buf, pos + 4)
+    else:
+        f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('error_message', buf, pos, end)
+        n_error_message = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if end - pos < 2:
+        raise _w.short_run(_RUN_acknowledge_error_code, pos, end)
+    if cython.compiled:
+        f_acknowledge_error_code = _read_h(buf, pos)
+    else:
+        f_acknowledge_error_code = _S_h.unpack_from(buf, pos)[0]
+    pos += 2
+    if pos < end and buf[pos] < 128:
+        n_acknowledge_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('acknowledge_error_message', buf, pos, end)
+        n_acknowledge_error_message = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_acknowledge_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_acknowledge_error_message, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_error_message')
+        n_acknowledge_error_message -= 1
+    if 0 <= n_acknowledge_error_message <= end - pos:
+        if cython.compiled:
+            f_acknowledge_error_message = _read_str(buf, pos, n_acknowledge_error_message)
+            if f_acknowledge_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_acknowledge_error_message, 'acknowledge_error_message')
+        else:
+            try:
+                f_acknowledge_error_message = buf[pos:pos + n_acknowledge_error_message].decode() if n_acknowledge_error_message else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('acknowledge_error_message', pos, exc) from None
+        pos += n_acknowledge_error_message
+    elif n_acknowledge_error_message == -1:
+        f_acknowledge_error_message = None
+    else:
+        raise _w.bad_sized('acknowledge_error_message', pos, n_acknowledge_error_message, end, 1, True)
+    cur.pos = pos
+    try:
+        f_current_leader = _dec_ShareFetchResponse_LeaderIdAndEpoch_v0(buf, cur, end)
+    except DecodeError as exc:
+        raise exc.within('current_leader')
+    pos = cur.pos
+    if pos < end and buf[pos] < 128:
+        n_records = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('records', buf, pos, end)
+        n_records = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_records = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
+        n_records -= 1
+    if 0 <= n_records <= end - pos:
+        f_records = RecordSet(buf[pos:pos + n_records])
+        pos += n_records
+    elif n_records == -1:
+        f_records = None
+    else:
+        raise _w.bad_sized('records', pos, n_records, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_acquired_records = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
+        v = _read_uvarint(buf, pos, end)
+        if v < 0:
+            raise _w.bad_uvarint('acquired_records', buf, pos, end)
+        n_acquired_records = (v >> 4) - 1
+        pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_acquired_records = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_acquired_records, pos = _w.read_uvarint(buf, pos, end, 'acquired_records')
+        n_acquired_records -= 1
+    if n_acquired_records < 0 or n_acquired_records > (end - pos) // 19:
+        raise _w.bad_count('acquired_records', pos - 1, n_acquired_records, end, 19, 1)
+    f_acquired_records = []
+    if cython.compiled:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acquired_records):
+                f_acquired_records.append(_dec_ShareFetchResponse_AcquiredRecords_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acquired_records[%d]" % i)
+        pos = cur.pos
+    elif n_acquired_records:
+        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v0 reads it.
+        try:
+            for i in range(n_acquired_records):
+                if end - pos < 18:
+                    raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                f_first_offset__1, f_last_offset__1, f_delivery_count__1 = _S_qqh.unpack_from(buf, pos)
+                pos += 18
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_AcquiredRecords)
+                obj__1.first_offset = f_first_offset__1
+                obj__1.last_offset = f_last_offset__1
+                obj__1.delivery_count = f_delivery_count__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_acquired_records.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("acquired_records[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if cython.compiled:
+        obj = ShareFetchResponse_PartitionData.__new__(ShareFetchResponse_PartitionData)
+    else:
+        obj = _new(ShareFetchResponse_PartitionData)
+    obj.partition_index = f_partition_index
+    obj.error_code = f_error_code
+    obj.error_message = f_error_message
+    obj.acknowledge_error_code = f_acknowledge_error_code
+    obj.acknowledge_error_message = f_acknowledge_error_message
+    obj.current_leader = f_current_leader
+    obj.records = f_records
+    obj.acquired_records = f_acquired_records
+    obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_ShareFetchResponse_PartitionData_v0(obj, out):
+    """Append the v0 layout of a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData to ``out``."""
+    if obj is None:
+        raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData expected, got None")
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.partition_index)
+        _put_h(p, 4, obj.error_code)
+    else:
+        out += _S_ih.pack(obj.partition_index, obj.error_code)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        if cython.compiled:
+            f_error_message = _utf8(f_error_message)
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.error_message", n_error_message)
+    if cython.compiled:
+        _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
+    if n_error_message > 0:
+        if cython.compiled:
+            _put_text(out, f_error_message)
+        else:
+            out += f_error_message
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, obj.acknowledge_error_code)
+    else:
+        out += _S_h.pack(obj.acknowledge_error_code)
+    f_acknowledge_error_message = obj.acknowledge_error_message
+    if f_acknowledge_error_message is None:
+        n_acknowledge_error_message = -1
+    else:
+        if cython.compiled:
+            f_acknowledge_error_message = _utf8(f_acknowledge_error_message)
+        else:
+            f_acknowledge_error_message = f_acknowledge_error_message.encode("utf-8")
+        n_acknowledge_error_message = len(f_acknowledge_error_message)
+        if n_acknowledge_error_message > 32767:
+            raise _w.string_too_long("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acknowledge_error_message", n_acknowledge_error_message)
+    if cython.compiled:
+        _put_uvarint(out, n_acknowledge_error_message + 1)
+    elif 0 <= n_acknowledge_error_message + 1 < 128:
+        out.append(n_acknowledge_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_acknowledge_error_message + 1)
+    if n_acknowledge_error_message > 0:
+        if cython.compiled:
+            _put_text(out, f_acknowledge_error_message)
+        else:
+            out += f_acknowledge_error_message
+    f_current_leader = obj.current_leader
+    _enc_ShareFetchResponse_LeaderIdAndEpoch_v0(f_current_leader, out)
+    f_records = obj.records
+    if f_records is None:
+        n_records = -1
+    else:
+        f_records = as_record_set(f_records).raw
+        n_records = len(f_records)
+    if cython.compiled:
+        _put_uvarint(out, n_records + 1)
+    elif 0 <= n_records + 1 < 128:
+        out.append(n_records + 1)
+    else:
+        _w.put_uvarint(out, n_records + 1)
+    if n_records > 0:
+        if cython.compiled:
+            _put_bytes(out, f_records)
+        else:
+            out += f_records
+    f_acquired_records = obj.acquired_records
+    if f_acquired_records is None:
+        raise _w.not_nullable("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acquired_records")
+    else:
+        n_acquired_records = len(f_acquired_records)
+    if cython.compiled:
+        _put_uvarint(out, n_acquired_records + 1)
+    elif 0 <= n_acquired_records + 1 < 128:
+        out.append(n_acquired_records + 1)
+    else:
+        _w.put_uvarint(out, n_acquired_records + 1)
+    for item in f_acquired_records:
+        _enc_ShareFetchResponse_AcquiredRecords_v0(item, out)
+    if obj.unknown_tagged_fields:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData")
     else:
         if cython.compiled:
             _grow(out, 1)[0] = 0
@@ -1974,7 +3521,7 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
         raise _w.bad_sized('acknowledge_error_message', pos, n_acknowledge_error_message, end, 1, True)
     cur.pos = pos
     try:
-        f_current_leader = _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end)
+        f_current_leader = _dec_ShareFetchResponse_LeaderIdAndEpoch_v0(buf, cur, end)
     except DecodeError as exc:
         raise exc.within('current_leader')
     pos = cur.pos
@@ -2021,12 +3568,12 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_acquired_records):
-                f_acquired_records.append(_dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end))
+                f_acquired_records.append(_dec_ShareFetchResponse_AcquiredRecords_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("acquired_records[%d]" % i)
         pos = cur.pos
     elif n_acquired_records:
-        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareFetchResponse_AcquiredRecords_v0 reads it.
         try:
             for i in range(n_acquired_records):
                 if end - pos < 18:
@@ -2128,7 +3675,7 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
         else:
             out += f_acknowledge_error_message
     f_current_leader = obj.current_leader
-    _enc_ShareFetchResponse_LeaderIdAndEpoch_v1(f_current_leader, out)
+    _enc_ShareFetchResponse_LeaderIdAndEpoch_v0(f_current_leader, out)
     f_records = obj.records
     if f_records is None:
         raise _w.not_nullable("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.records")
@@ -2158,7 +3705,7 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
     else:
         _w.put_uvarint(out, n_acquired_records + 1)
     for item in f_acquired_records:
-        _enc_ShareFetchResponse_AcquiredRecords_v1(item, out)
+        _enc_ShareFetchResponse_AcquiredRecords_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData")
     else:
@@ -2168,8 +3715,8 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchResponse_LeaderIdAndEpoch_v0(buf, cur, end):
+    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
@@ -2195,8 +3742,8 @@ def _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchResponse_LeaderIdAndEpoch_v1(obj, out):
-    """Append the v1 layout of a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch to ``out``."""
+def _enc_ShareFetchResponse_LeaderIdAndEpoch_v0(obj, out):
+    """Append the v0 layout of a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch expected, got None")
     if cython.compiled:
@@ -2214,8 +3761,8 @@ def _enc_ShareFetchResponse_LeaderIdAndEpoch_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchResponse_AcquiredRecords_v0(buf, cur, end):
+    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
@@ -2243,8 +3790,8 @@ def _dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchResponse_AcquiredRecords_v1(obj, out):
-    """Append the v1 layout of a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords to ``out``."""
+def _enc_ShareFetchResponse_AcquiredRecords_v0(obj, out):
+    """Append the v0 layout of a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords expected, got None")
     if cython.compiled:
@@ -2263,8 +3810,8 @@ def _enc_ShareFetchResponse_AcquiredRecords_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
-    """Decode ShareFetchResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchResponse_NodeEndpoint_v0(buf, cur, end):
+    """Decode ShareFetchResponse.NodeEndpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
@@ -2356,8 +3903,8 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchResponse_NodeEndpoint_v1(obj, out):
-    """Append the v1 layout of a ShareFetchResponse.NodeEndpoint to ``out``."""
+def _enc_ShareFetchResponse_NodeEndpoint_v0(obj, out):
+    """Append the v0 layout of a ShareFetchResponse.NodeEndpoint to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchResponse.NodeEndpoint expected, got None")
     if cython.compiled:
@@ -2427,9 +3974,9 @@ class ShareFetchRequest_AcknowledgementBatch(Struct):
     """AcknowledgementBatch (part of ShareFetchRequest).
 
     Attributes:
-        first_offset (int64, v1-2): 
-        last_offset (int64, v1-2): 
-        acknowledge_types ([]int8, v1-2): The acknowledgement per record or batch: 0 gap, 1 accept, 2 release, 3 reject.
+        first_offset (int64, v0-2): 
+        last_offset (int64, v0-2): 
+        acknowledge_types ([]int8, v0-2): The acknowledgement per record or batch: 0 gap, 1 accept, 2 release, 3 reject.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2437,9 +3984,9 @@ class ShareFetchRequest_AcknowledgementBatch(Struct):
     _NAME = 'ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch'
     _FIELDS = (('first_offset', SCALAR, None), ('last_offset', SCALAR, None), ('acknowledge_types', SCALARS, None))
     FIELDS = (
-        FieldInfo('first_offset', (1, 2), None, None, False, None, None, 'int64'),
-        FieldInfo('last_offset', (1, 2), None, None, False, None, None, 'int64'),
-        FieldInfo('acknowledge_types', (1, 2), None, None, True, None, None, '[]int8'),
+        FieldInfo('first_offset', (0, 2), None, None, False, None, None, 'int64'),
+        FieldInfo('last_offset', (0, 2), None, None, False, None, None, 'int64'),
+        FieldInfo('acknowledge_types', (0, 2), None, None, True, None, None, '[]int8'),
     )
 
     def __init__(
@@ -2460,17 +4007,19 @@ class ShareFetchRequest_FetchPartition(Struct):
     """FetchPartition (part of ShareFetchRequest).
 
     Attributes:
-        partition_index (int32, v1-2): 
-        acknowledgement_batches ([]AcknowledgementBatch, v1-2): 
+        partition_index (int32, v0-2): 
+        partition_max_bytes (int32, v0): The most bytes to return for this partition (v0 only; v1 bounds a fetch by MaxRecords and BatchSize instead).
+        acknowledgement_batches ([]AcknowledgementBatch, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
-    __slots__ = ('partition_index', 'acknowledgement_batches', 'unknown_tagged_fields')
+    __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches', 'unknown_tagged_fields')
     _NAME = 'ShareFetchRequest.FetchTopic.FetchPartition'
-    _FIELDS = (('partition_index', SCALAR, None), ('acknowledgement_batches', STRUCTS, ShareFetchRequest_AcknowledgementBatch))
+    _FIELDS = (('partition_index', SCALAR, None), ('partition_max_bytes', SCALAR, None), ('acknowledgement_batches', STRUCTS, ShareFetchRequest_AcknowledgementBatch))
     FIELDS = (
-        FieldInfo('partition_index', (1, 2), None, 'partitionIndex', False, None, None, 'int32'),
-        FieldInfo('acknowledgement_batches', (1, 2), None, None, True, ShareFetchRequest_AcknowledgementBatch, None, '[]AcknowledgementBatch'),
+        FieldInfo('partition_index', (0, 2), None, 'partitionIndex', False, None, None, 'int32'),
+        FieldInfo('partition_max_bytes', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('acknowledgement_batches', (0, 2), None, None, True, ShareFetchRequest_AcknowledgementBatch, None, '[]AcknowledgementBatch'),
     )
     AcknowledgementBatch = ShareFetchRequest_AcknowledgementBatch
 
@@ -2478,10 +4027,12 @@ class ShareFetchRequest_FetchPartition(Struct):
         self,
         *,
         partition_index: int = 0,
+        partition_max_bytes: int = 0,
         acknowledgement_batches: Optional[List["ShareFetchRequest_AcknowledgementBatch"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
         self.partition_index = partition_index
+        self.partition_max_bytes = partition_max_bytes
         self.acknowledgement_batches = [] if acknowledgement_batches is None else acknowledgement_batches
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
@@ -2490,8 +4041,8 @@ class ShareFetchRequest_FetchTopic(Struct):
     """FetchTopic (part of ShareFetchRequest).
 
     Attributes:
-        topic_id (uuid, v1-2): 
-        partitions ([]FetchPartition, v1-2): 
+        topic_id (uuid, v0-2): 
+        partitions ([]FetchPartition, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2499,8 +4050,8 @@ class ShareFetchRequest_FetchTopic(Struct):
     _NAME = 'ShareFetchRequest.FetchTopic'
     _FIELDS = (('topic_id', SCALAR, None), ('partitions', STRUCTS, ShareFetchRequest_FetchPartition))
     FIELDS = (
-        FieldInfo('topic_id', (1, 2), None, None, False, None, None, 'uuid'),
-        FieldInfo('partitions', (1, 2), None, None, True, ShareFetchRequest_FetchPartition, None, '[]FetchPartition'),
+        FieldInfo('topic_id', (0, 2), None, None, False, None, None, 'uuid'),
+        FieldInfo('partitions', (0, 2), None, None, True, ShareFetchRequest_FetchPartition, None, '[]FetchPartition'),
     )
     FetchPartition = ShareFetchRequest_FetchPartition
 
@@ -2520,8 +4071,8 @@ class ShareFetchRequest_ForgottenTopic(Struct):
     """ForgottenTopic (part of ShareFetchRequest).
 
     Attributes:
-        topic_id (uuid, v1-2): 
-        partitions ([]int32, v1-2): 
+        topic_id (uuid, v0-2): 
+        partitions ([]int32, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2529,8 +4080,8 @@ class ShareFetchRequest_ForgottenTopic(Struct):
     _NAME = 'ShareFetchRequest.ForgottenTopic'
     _FIELDS = (('topic_id', SCALAR, None), ('partitions', SCALARS, None))
     FIELDS = (
-        FieldInfo('topic_id', (1, 2), None, None, False, None, None, 'uuid'),
-        FieldInfo('partitions', (1, 2), None, 'partitionIndex', True, None, None, '[]int32'),
+        FieldInfo('topic_id', (0, 2), None, None, False, None, None, 'uuid'),
+        FieldInfo('partitions', (0, 2), None, 'partitionIndex', True, None, None, '[]int32'),
     )
 
     def __init__(
@@ -2548,22 +4099,22 @@ class ShareFetchRequest_ForgottenTopic(Struct):
 class ShareFetchRequest(Message):
     """The request of ShareFetch (api key 78). A share-group consumer fetches records and acknowledges earlier ones (KIP-932).
 
-    Versions 1-2.
-    Flexible (compact lengths, tagged fields) in v1-2.
+    Versions 0-2.
+    Flexible (compact lengths, tagged fields) in v0-2.
 
     Attributes:
-        group_id (string, v1-2, nullable v1-2): 
-        member_id (string, v1-2, nullable v1-2): 
-        share_session_epoch (int32, v1-2): The share session epoch: 0 opens a session, -1 closes it, otherwise it rises with each request.
-        max_wait_ms (int32, v1-2): 
-        min_bytes (int32, v1-2): 
-        max_bytes (int32, v1-2): 
+        group_id (string, v0-2, nullable v0-2): 
+        member_id (string, v0-2, nullable v0-2): 
+        share_session_epoch (int32, v0-2): The share session epoch: 0 opens a session, -1 closes it, otherwise it rises with each request.
+        max_wait_ms (int32, v0-2): 
+        min_bytes (int32, v0-2): 
+        max_bytes (int32, v0-2): 
         max_records (int32, v1-2): 
         batch_size (int32, v1-2): 
         share_acquire_mode (int8, v2): 
         is_renew_ack (bool, v2): 
-        topics ([]FetchTopic, v1-2): 
-        forgotten_topics_data ([]ForgottenTopic, v1-2): 
+        topics ([]FetchTopic, v0-2): 
+        forgotten_topics_data ([]ForgottenTopic, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2571,30 +4122,30 @@ class ShareFetchRequest(Message):
     _NAME = 'ShareFetchRequest'
     _FIELDS = (('group_id', SCALAR, None), ('member_id', SCALAR, None), ('share_session_epoch', SCALAR, None), ('max_wait_ms', SCALAR, None), ('min_bytes', SCALAR, None), ('max_bytes', SCALAR, None), ('max_records', SCALAR, None), ('batch_size', SCALAR, None), ('share_acquire_mode', SCALAR, None), ('is_renew_ack', SCALAR, None), ('topics', STRUCTS, ShareFetchRequest_FetchTopic), ('forgotten_topics_data', STRUCTS, ShareFetchRequest_ForgottenTopic))
     FIELDS = (
-        FieldInfo('group_id', (1, 2), None, 'groupId', False, None, (1, 2), 'string'),
-        FieldInfo('member_id', (1, 2), None, None, False, None, (1, 2), 'string'),
-        FieldInfo('share_session_epoch', (1, 2), None, None, False, None, None, 'int32'),
-        FieldInfo('max_wait_ms', (1, 2), None, None, False, None, None, 'int32'),
-        FieldInfo('min_bytes', (1, 2), None, None, False, None, None, 'int32'),
-        FieldInfo('max_bytes', (1, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('group_id', (0, 2), None, 'groupId', False, None, (0, 2), 'string'),
+        FieldInfo('member_id', (0, 2), None, None, False, None, (0, 2), 'string'),
+        FieldInfo('share_session_epoch', (0, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('max_wait_ms', (0, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('min_bytes', (0, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('max_bytes', (0, 2), None, None, False, None, None, 'int32'),
         FieldInfo('max_records', (1, 2), None, None, False, None, None, 'int32'),
         FieldInfo('batch_size', (1, 2), None, None, False, None, None, 'int32'),
         FieldInfo('share_acquire_mode', (2, 2), None, None, False, None, None, 'int8'),
         FieldInfo('is_renew_ack', (2, 2), None, None, False, None, None, 'bool'),
-        FieldInfo('topics', (1, 2), None, None, True, ShareFetchRequest_FetchTopic, None, '[]FetchTopic'),
-        FieldInfo('forgotten_topics_data', (1, 2), None, None, True, ShareFetchRequest_ForgottenTopic, None, '[]ForgottenTopic'),
+        FieldInfo('topics', (0, 2), None, None, True, ShareFetchRequest_FetchTopic, None, '[]FetchTopic'),
+        FieldInfo('forgotten_topics_data', (0, 2), None, None, True, ShareFetchRequest_ForgottenTopic, None, '[]ForgottenTopic'),
     )
     FetchTopic = ShareFetchRequest_FetchTopic
     ForgottenTopic = ShareFetchRequest_ForgottenTopic
-    _DECODERS = {1: _dec_ShareFetchRequest_v1, 2: _dec_ShareFetchRequest_v2}
-    _ENCODERS = {1: _enc_ShareFetchRequest_v1, 2: _enc_ShareFetchRequest_v2}
+    _DECODERS = {0: _dec_ShareFetchRequest_v0, 1: _dec_ShareFetchRequest_v1, 2: _dec_ShareFetchRequest_v2}
+    _ENCODERS = {0: _enc_ShareFetchRequest_v0, 1: _enc_ShareFetchRequest_v1, 2: _enc_ShareFetchRequest_v2}
     API_KEY = 78
     KIND = 'request'
-    VALID_VERSIONS = (1, 2)
+    VALID_VERSIONS = (0, 2)
     VERSIONS = VALID_VERSIONS
-    FLEXIBLE_VERSIONS = (1, 2)
+    FLEXIBLE_VERSIONS = (0, 2)
     DEPRECATED_VERSIONS = None
-    HEADER_VERSIONS = {1: 2, 2: 2}
+    HEADER_VERSIONS = {0: 2, 1: 2, 2: 2}
 
     def __init__(
         self,
@@ -2632,8 +4183,8 @@ class ShareFetchResponse_LeaderIdAndEpoch(Struct):
     """LeaderIdAndEpoch (part of ShareFetchResponse).
 
     Attributes:
-        leader_id (int32, v1-2): 
-        leader_epoch (int32, v1-2): 
+        leader_id (int32, v0-2): 
+        leader_epoch (int32, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2641,8 +4192,8 @@ class ShareFetchResponse_LeaderIdAndEpoch(Struct):
     _NAME = 'ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch'
     _FIELDS = (('leader_id', SCALAR, None), ('leader_epoch', SCALAR, None))
     FIELDS = (
-        FieldInfo('leader_id', (1, 2), None, None, False, None, None, 'int32'),
-        FieldInfo('leader_epoch', (1, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('leader_id', (0, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('leader_epoch', (0, 2), None, None, False, None, None, 'int32'),
     )
 
     def __init__(
@@ -2661,9 +4212,9 @@ class ShareFetchResponse_AcquiredRecords(Struct):
     """AcquiredRecords (part of ShareFetchResponse).
 
     Attributes:
-        first_offset (int64, v1-2): 
-        last_offset (int64, v1-2): 
-        delivery_count (int16, v1-2): How many times the records have been delivered to share consumers.
+        first_offset (int64, v0-2): 
+        last_offset (int64, v0-2): 
+        delivery_count (int16, v0-2): How many times the records have been delivered to share consumers.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2671,9 +4222,9 @@ class ShareFetchResponse_AcquiredRecords(Struct):
     _NAME = 'ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords'
     _FIELDS = (('first_offset', SCALAR, None), ('last_offset', SCALAR, None), ('delivery_count', SCALAR, None))
     FIELDS = (
-        FieldInfo('first_offset', (1, 2), None, None, False, None, None, 'int64'),
-        FieldInfo('last_offset', (1, 2), None, None, False, None, None, 'int64'),
-        FieldInfo('delivery_count', (1, 2), None, None, False, None, None, 'int16'),
+        FieldInfo('first_offset', (0, 2), None, None, False, None, None, 'int64'),
+        FieldInfo('last_offset', (0, 2), None, None, False, None, None, 'int64'),
+        FieldInfo('delivery_count', (0, 2), None, None, False, None, None, 'int16'),
     )
 
     def __init__(
@@ -2694,14 +4245,14 @@ class ShareFetchResponse_PartitionData(Struct):
     """PartitionData (part of ShareFetchResponse).
 
     Attributes:
-        partition_index (int32, v1-2): 
-        error_code (int16, v1-2): 
-        error_message (string, v1-2, nullable v1-2): 
-        acknowledge_error_code (int16, v1-2): 
-        acknowledge_error_message (string, v1-2, nullable v1-2): 
-        current_leader (LeaderIdAndEpoch, v1-2): The partition leader and epoch as this broker knows them: a hint for a client that sent the request to a broker that does not lead.
-        records (records, v1-2): 
-        acquired_records ([]AcquiredRecords, v1-2): 
+        partition_index (int32, v0-2): 
+        error_code (int16, v0-2): 
+        error_message (string, v0-2, nullable v0-2): 
+        acknowledge_error_code (int16, v0-2): 
+        acknowledge_error_message (string, v0-2, nullable v0-2): 
+        current_leader (LeaderIdAndEpoch, v0-2): The partition leader and epoch as this broker knows them: a hint for a client that sent the request to a broker that does not lead.
+        records (records, v0-2, nullable v0): 
+        acquired_records ([]AcquiredRecords, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2709,14 +4260,14 @@ class ShareFetchResponse_PartitionData(Struct):
     _NAME = 'ShareFetchResponse.ShareFetchableTopicResponse.PartitionData'
     _FIELDS = (('partition_index', SCALAR, None), ('error_code', SCALAR, None), ('error_message', SCALAR, None), ('acknowledge_error_code', SCALAR, None), ('acknowledge_error_message', SCALAR, None), ('current_leader', STRUCT, ShareFetchResponse_LeaderIdAndEpoch), ('records', RECORDS, None), ('acquired_records', STRUCTS, ShareFetchResponse_AcquiredRecords))
     FIELDS = (
-        FieldInfo('partition_index', (1, 2), None, 'partitionIndex', False, None, None, 'int32'),
-        FieldInfo('error_code', (1, 2), None, 'errorCode', False, None, None, 'int16'),
-        FieldInfo('error_message', (1, 2), None, None, False, None, (1, 2), 'string'),
-        FieldInfo('acknowledge_error_code', (1, 2), None, 'errorCode', False, None, None, 'int16'),
-        FieldInfo('acknowledge_error_message', (1, 2), None, None, False, None, (1, 2), 'string'),
-        FieldInfo('current_leader', (1, 2), None, None, False, ShareFetchResponse_LeaderIdAndEpoch, None, 'LeaderIdAndEpoch'),
-        FieldInfo('records', (1, 2), None, None, False, None, None, 'records'),
-        FieldInfo('acquired_records', (1, 2), None, None, True, ShareFetchResponse_AcquiredRecords, None, '[]AcquiredRecords'),
+        FieldInfo('partition_index', (0, 2), None, 'partitionIndex', False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 2), None, 'errorCode', False, None, None, 'int16'),
+        FieldInfo('error_message', (0, 2), None, None, False, None, (0, 2), 'string'),
+        FieldInfo('acknowledge_error_code', (0, 2), None, 'errorCode', False, None, None, 'int16'),
+        FieldInfo('acknowledge_error_message', (0, 2), None, None, False, None, (0, 2), 'string'),
+        FieldInfo('current_leader', (0, 2), None, None, False, ShareFetchResponse_LeaderIdAndEpoch, None, 'LeaderIdAndEpoch'),
+        FieldInfo('records', (0, 2), None, None, False, None, (0, 0), 'records'),
+        FieldInfo('acquired_records', (0, 2), None, None, True, ShareFetchResponse_AcquiredRecords, None, '[]AcquiredRecords'),
     )
     LeaderIdAndEpoch = ShareFetchResponse_LeaderIdAndEpoch
     AcquiredRecords = ShareFetchResponse_AcquiredRecords
@@ -2749,8 +4300,8 @@ class ShareFetchResponse_ShareFetchableTopicResponse(Struct):
     """ShareFetchableTopicResponse (part of ShareFetchResponse).
 
     Attributes:
-        topic_id (uuid, v1-2): 
-        partitions ([]PartitionData, v1-2): 
+        topic_id (uuid, v0-2): 
+        partitions ([]PartitionData, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2758,8 +4309,8 @@ class ShareFetchResponse_ShareFetchableTopicResponse(Struct):
     _NAME = 'ShareFetchResponse.ShareFetchableTopicResponse'
     _FIELDS = (('topic_id', SCALAR, None), ('partitions', STRUCTS, ShareFetchResponse_PartitionData))
     FIELDS = (
-        FieldInfo('topic_id', (1, 2), None, None, False, None, None, 'uuid'),
-        FieldInfo('partitions', (1, 2), None, None, True, ShareFetchResponse_PartitionData, None, '[]PartitionData'),
+        FieldInfo('topic_id', (0, 2), None, None, False, None, None, 'uuid'),
+        FieldInfo('partitions', (0, 2), None, None, True, ShareFetchResponse_PartitionData, None, '[]PartitionData'),
     )
     PartitionData = ShareFetchResponse_PartitionData
 
@@ -2779,10 +4330,10 @@ class ShareFetchResponse_NodeEndpoint(Struct):
     """NodeEndpoint (part of ShareFetchResponse).
 
     Attributes:
-        node_id (int32, v1-2): 
-        host (string, v1-2): 
-        port (int32, v1-2): 
-        rack (string, v1-2, nullable v1-2): 
+        node_id (int32, v0-2): 
+        host (string, v0-2): 
+        port (int32, v0-2): 
+        rack (string, v0-2, nullable v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2790,10 +4341,10 @@ class ShareFetchResponse_NodeEndpoint(Struct):
     _NAME = 'ShareFetchResponse.NodeEndpoint'
     _FIELDS = (('node_id', SCALAR, None), ('host', SCALAR, None), ('port', SCALAR, None), ('rack', SCALAR, None))
     FIELDS = (
-        FieldInfo('node_id', (1, 2), None, 'brokerId', False, None, None, 'int32'),
-        FieldInfo('host', (1, 2), None, None, False, None, None, 'string'),
-        FieldInfo('port', (1, 2), None, None, False, None, None, 'int32'),
-        FieldInfo('rack', (1, 2), None, None, False, None, (1, 2), 'string'),
+        FieldInfo('node_id', (0, 2), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('host', (0, 2), None, None, False, None, None, 'string'),
+        FieldInfo('port', (0, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('rack', (0, 2), None, None, False, None, (0, 2), 'string'),
     )
 
     def __init__(
@@ -2815,16 +4366,16 @@ class ShareFetchResponse_NodeEndpoint(Struct):
 class ShareFetchResponse(Message):
     """The response of ShareFetch (api key 78). A share-group consumer fetches records and acknowledges earlier ones (KIP-932).
 
-    Versions 1-2.
-    Flexible (compact lengths, tagged fields) in v1-2.
+    Versions 0-2.
+    Flexible (compact lengths, tagged fields) in v0-2.
 
     Attributes:
-        throttle_time_ms (int32, v1-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
-        error_code (int16, v1-2): 
-        error_message (string, v1-2, nullable v1-2): 
+        throttle_time_ms (int32, v0-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
+        error_code (int16, v0-2): 
+        error_message (string, v0-2, nullable v0-2): 
         acquisition_lock_timeout_ms (int32, v1-2): 
-        responses ([]ShareFetchableTopicResponse, v1-2): 
-        node_endpoints ([]NodeEndpoint, v1-2): Host and port of the brokers named in CurrentLeader fields, so the client can move without a Metadata request.
+        responses ([]ShareFetchableTopicResponse, v0-2): 
+        node_endpoints ([]NodeEndpoint, v0-2): Host and port of the brokers named in CurrentLeader fields, so the client can move without a Metadata request.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2832,25 +4383,25 @@ class ShareFetchResponse(Message):
     _NAME = 'ShareFetchResponse'
     _FIELDS = (('throttle_time_ms', SCALAR, None), ('error_code', SCALAR, None), ('error_message', SCALAR, None), ('acquisition_lock_timeout_ms', SCALAR, None), ('responses', STRUCTS, ShareFetchResponse_ShareFetchableTopicResponse), ('node_endpoints', STRUCTS, ShareFetchResponse_NodeEndpoint))
     FIELDS = (
-        FieldInfo('throttle_time_ms', (1, 2), None, None, False, None, None, 'int32'),
-        FieldInfo('error_code', (1, 2), None, 'errorCode', False, None, None, 'int16'),
-        FieldInfo('error_message', (1, 2), None, None, False, None, (1, 2), 'string'),
+        FieldInfo('throttle_time_ms', (0, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 2), None, 'errorCode', False, None, None, 'int16'),
+        FieldInfo('error_message', (0, 2), None, None, False, None, (0, 2), 'string'),
         FieldInfo('acquisition_lock_timeout_ms', (1, 2), None, None, False, None, None, 'int32'),
-        FieldInfo('responses', (1, 2), None, None, True, ShareFetchResponse_ShareFetchableTopicResponse, None, '[]ShareFetchableTopicResponse'),
-        FieldInfo('node_endpoints', (1, 2), None, None, True, ShareFetchResponse_NodeEndpoint, None, '[]NodeEndpoint'),
+        FieldInfo('responses', (0, 2), None, None, True, ShareFetchResponse_ShareFetchableTopicResponse, None, '[]ShareFetchableTopicResponse'),
+        FieldInfo('node_endpoints', (0, 2), None, None, True, ShareFetchResponse_NodeEndpoint, None, '[]NodeEndpoint'),
     )
     ShareFetchableTopicResponse = ShareFetchResponse_ShareFetchableTopicResponse
     NodeEndpoint = ShareFetchResponse_NodeEndpoint
     # v2 uses the v1 codecs: the bytes are the same; v2 changed the request only.
-    _DECODERS = {1: _dec_ShareFetchResponse_v1, 2: _dec_ShareFetchResponse_v1}
-    _ENCODERS = {1: _enc_ShareFetchResponse_v1, 2: _enc_ShareFetchResponse_v1}
+    _DECODERS = {0: _dec_ShareFetchResponse_v0, 1: _dec_ShareFetchResponse_v1, 2: _dec_ShareFetchResponse_v1}
+    _ENCODERS = {0: _enc_ShareFetchResponse_v0, 1: _enc_ShareFetchResponse_v1, 2: _enc_ShareFetchResponse_v1}
     API_KEY = 78
     KIND = 'response'
-    VALID_VERSIONS = (1, 2)
+    VALID_VERSIONS = (0, 2)
     VERSIONS = VALID_VERSIONS
-    FLEXIBLE_VERSIONS = (1, 2)
+    FLEXIBLE_VERSIONS = (0, 2)
     DEPRECATED_VERSIONS = None
-    HEADER_VERSIONS = {1: 1, 2: 1}
+    HEADER_VERSIONS = {0: 1, 1: 1, 2: 1}
 
     def __init__(
         self,

@@ -16,7 +16,7 @@
 #   the field that does not fit when the input is short.
 # * Error paths use dotted struct names (`FetchRequest.FetchTopic`), as the classes' `_NAME` does.
 
-"""ShareGroupDescribe (api key 77, v1): Describes share groups (KIP-932)."""
+"""ShareGroupDescribe (api key 77, v0-1): Describes share groups (KIP-932)."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ if not cython.compiled:
     _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
-    """Decode ShareGroupDescribeRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeRequest_v0(buf, cur, end):
+    """Decode ShareGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_ids = buf[pos] - 1
@@ -138,8 +138,8 @@ def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeRequest_v1(obj, out):
-    """Append the v1 layout of a ShareGroupDescribeRequest to ``out``."""
+def _enc_ShareGroupDescribeRequest_v0(obj, out):
+    """Append the v0 layout of a ShareGroupDescribeRequest to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeRequest expected, got None")
     f_group_ids = obj.group_ids
@@ -179,8 +179,8 @@ def _enc_ShareGroupDescribeRequest_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
-    """Decode ShareGroupDescribeResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeResponse_v0(buf, cur, end):
+    """Decode ShareGroupDescribeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
@@ -212,12 +212,12 @@ def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_groups):
-                f_groups.append(_dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end))
+                f_groups.append(_dec_ShareGroupDescribeResponse_DescribedGroup_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         pos = cur.pos
     elif n_groups:
-        # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_DescribedGroup_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_DescribedGroup_v0 reads it.
         try:
             for i in range(n_groups):
                 if end - pos < 2:
@@ -311,7 +311,7 @@ def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
                     raise _w.bad_count('members', pos - 1, n_members__1, end, 12, 1)
                 f_members__1 = []
                 if n_members__1:
-                    # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_Member_v1 reads it.
+                    # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_Member_v0 reads it.
                     try:
                         for i__1 in range(n_members__1):
                             if pos < end and buf[pos] < 128:
@@ -420,7 +420,7 @@ def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
                                 pos += m
                             cur.pos = pos
                             try:
-                                f_assignment__2 = _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end)
+                                f_assignment__2 = _dec_ShareGroupDescribeResponse_Assignment_v0(buf, cur, end)
                             except DecodeError as exc:
                                 raise exc.within('assignment')
                             pos = cur.pos
@@ -480,8 +480,8 @@ def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeResponse_v1(obj, out):
-    """Append the v1 layout of a ShareGroupDescribeResponse to ``out``."""
+def _enc_ShareGroupDescribeResponse_v0(obj, out):
+    """Append the v0 layout of a ShareGroupDescribeResponse to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeResponse expected, got None")
     if cython.compiled:
@@ -501,7 +501,7 @@ def _enc_ShareGroupDescribeResponse_v1(obj, out):
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
-        _enc_ShareGroupDescribeResponse_DescribedGroup_v1(item, out)
+        _enc_ShareGroupDescribeResponse_DescribedGroup_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse")
     else:
@@ -511,8 +511,8 @@ def _enc_ShareGroupDescribeResponse_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
-    """Decode ShareGroupDescribeResponse.DescribedGroup (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
+    """Decode ShareGroupDescribeResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
@@ -666,12 +666,12 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_members):
-                f_members.append(_dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end))
+                f_members.append(_dec_ShareGroupDescribeResponse_Member_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         pos = cur.pos
     elif n_members:
-        # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_Member_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_Member_v0 reads it.
         try:
             for i in range(n_members):
                 if pos < end and buf[pos] < 128:
@@ -780,7 +780,7 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
                     pos += m
                 cur.pos = pos
                 try:
-                    f_assignment__1 = _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end)
+                    f_assignment__1 = _dec_ShareGroupDescribeResponse_Assignment_v0(buf, cur, end)
                 except DecodeError as exc:
                     raise exc.within('assignment')
                 pos = cur.pos
@@ -831,8 +831,8 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
-    """Append the v1 layout of a ShareGroupDescribeResponse.DescribedGroup to ``out``."""
+def _enc_ShareGroupDescribeResponse_DescribedGroup_v0(obj, out):
+    """Append the v0 layout of a ShareGroupDescribeResponse.DescribedGroup to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeResponse.DescribedGroup expected, got None")
     if cython.compiled:
@@ -946,7 +946,7 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
     else:
         _w.put_uvarint(out, n_members + 1)
     for item in f_members:
-        _enc_ShareGroupDescribeResponse_Member_v1(item, out)
+        _enc_ShareGroupDescribeResponse_Member_v0(item, out)
     if cython.compiled:
         p = _grow(out, 4)
         _put_i(p, 0, obj.authorized_operations)
@@ -961,8 +961,8 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
-    """Decode ShareGroupDescribeResponse.DescribedGroup.Member (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeResponse_Member_v0(buf, cur, end):
+    """Decode ShareGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
@@ -1134,7 +1134,7 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
         pos += m
     cur.pos = pos
     try:
-        f_assignment = _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end)
+        f_assignment = _dec_ShareGroupDescribeResponse_Assignment_v0(buf, cur, end)
     except DecodeError as exc:
         raise exc.within('assignment')
     pos = cur.pos
@@ -1159,8 +1159,8 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
-    """Append the v1 layout of a ShareGroupDescribeResponse.DescribedGroup.Member to ``out``."""
+def _enc_ShareGroupDescribeResponse_Member_v0(obj, out):
+    """Append the v0 layout of a ShareGroupDescribeResponse.DescribedGroup.Member to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeResponse.DescribedGroup.Member expected, got None")
     f_member_id = obj.member_id
@@ -1280,7 +1280,7 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
             _w.put_uvarint(out, m + 1)
         out += data
     f_assignment = obj.assignment
-    _enc_ShareGroupDescribeResponse_Assignment_v1(f_assignment, out)
+    _enc_ShareGroupDescribeResponse_Assignment_v0(f_assignment, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse.DescribedGroup.Member")
     else:
@@ -1290,8 +1290,8 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
-    """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeResponse_Assignment_v0(buf, cur, end):
+    """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
@@ -1316,12 +1316,12 @@ def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_topic_partitions):
-                f_topic_partitions.append(_dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end))
+                f_topic_partitions.append(_dec_ShareGroupDescribeResponse_TopicPartitions_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("topic_partitions[%d]" % i)
         pos = cur.pos
     elif n_topic_partitions:
-        # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_TopicPartitions_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareGroupDescribeResponse_TopicPartitions_v0 reads it.
         try:
             for i in range(n_topic_partitions):
                 if end - pos < 16:
@@ -1389,8 +1389,8 @@ def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeResponse_Assignment_v1(obj, out):
-    """Append the v1 layout of a ShareGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
+def _enc_ShareGroupDescribeResponse_Assignment_v0(obj, out):
+    """Append the v0 layout of a ShareGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeResponse.DescribedGroup.Member.Assignment expected, got None")
     f_topic_partitions = obj.topic_partitions
@@ -1405,7 +1405,7 @@ def _enc_ShareGroupDescribeResponse_Assignment_v1(obj, out):
     else:
         _w.put_uvarint(out, n_topic_partitions + 1)
     for item in f_topic_partitions:
-        _enc_ShareGroupDescribeResponse_TopicPartitions_v1(item, out)
+        _enc_ShareGroupDescribeResponse_TopicPartitions_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse.DescribedGroup.Member.Assignment")
     else:
@@ -1415,8 +1415,8 @@ def _enc_ShareGroupDescribeResponse_Assignment_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
-    """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
+    """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
@@ -1491,8 +1491,8 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeResponse_TopicPartitions_v1(obj, out):
-    """Append the v1 layout of a ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions to ``out``."""
+def _enc_ShareGroupDescribeResponse_TopicPartitions_v0(obj, out):
+    """Append the v0 layout of a ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions expected, got None")
     out += obj.topic_id.bytes
@@ -1547,12 +1547,12 @@ def _enc_ShareGroupDescribeResponse_TopicPartitions_v1(obj, out):
 class ShareGroupDescribeRequest(Message):
     """The request of ShareGroupDescribe (api key 77). Describes share groups (KIP-932).
 
-    Version 1.
-    Flexible (compact lengths, tagged fields) in v1.
+    Versions 0-1.
+    Flexible (compact lengths, tagged fields) in v0-1.
 
     Attributes:
-        group_ids ([]string, v1): 
-        include_authorized_operations (bool, v1): Whether the response should say which operations the caller may perform.
+        group_ids ([]string, v0-1): 
+        include_authorized_operations (bool, v0-1): Whether the response should say which operations the caller may perform.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1560,18 +1560,19 @@ class ShareGroupDescribeRequest(Message):
     _NAME = 'ShareGroupDescribeRequest'
     _FIELDS = (('group_ids', SCALARS, None), ('include_authorized_operations', SCALAR, None))
     FIELDS = (
-        FieldInfo('group_ids', (1, 1), None, 'groupId', True, None, None, '[]string'),
-        FieldInfo('include_authorized_operations', (1, 1), None, None, False, None, None, 'bool'),
+        FieldInfo('group_ids', (0, 1), None, 'groupId', True, None, None, '[]string'),
+        FieldInfo('include_authorized_operations', (0, 1), None, None, False, None, None, 'bool'),
     )
-    _DECODERS = {1: _dec_ShareGroupDescribeRequest_v1}
-    _ENCODERS = {1: _enc_ShareGroupDescribeRequest_v1}
+    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
+    _DECODERS = {0: _dec_ShareGroupDescribeRequest_v0, 1: _dec_ShareGroupDescribeRequest_v0}
+    _ENCODERS = {0: _enc_ShareGroupDescribeRequest_v0, 1: _enc_ShareGroupDescribeRequest_v0}
     API_KEY = 77
     KIND = 'request'
-    VALID_VERSIONS = (1, 1)
+    VALID_VERSIONS = (0, 1)
     VERSIONS = VALID_VERSIONS
-    FLEXIBLE_VERSIONS = (1, 1)
+    FLEXIBLE_VERSIONS = (0, 1)
     DEPRECATED_VERSIONS = None
-    HEADER_VERSIONS = {1: 2}
+    HEADER_VERSIONS = {0: 2, 1: 2}
 
     def __init__(
         self,
@@ -1589,9 +1590,9 @@ class ShareGroupDescribeResponse_TopicPartitions(Struct):
     """TopicPartitions (part of ShareGroupDescribeResponse).
 
     Attributes:
-        topic_id (uuid, v1): 
-        topic_name (string, v1): 
-        partitions ([]int32, v1): 
+        topic_id (uuid, v0-1): 
+        topic_name (string, v0-1): 
+        partitions ([]int32, v0-1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1599,9 +1600,9 @@ class ShareGroupDescribeResponse_TopicPartitions(Struct):
     _NAME = 'ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions'
     _FIELDS = (('topic_id', SCALAR, None), ('topic_name', SCALAR, None), ('partitions', SCALARS, None))
     FIELDS = (
-        FieldInfo('topic_id', (1, 1), None, None, False, None, None, 'uuid'),
-        FieldInfo('topic_name', (1, 1), None, 'topicName', False, None, None, 'string'),
-        FieldInfo('partitions', (1, 1), None, 'partitionIndex', True, None, None, '[]int32'),
+        FieldInfo('topic_id', (0, 1), None, None, False, None, None, 'uuid'),
+        FieldInfo('topic_name', (0, 1), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partitions', (0, 1), None, 'partitionIndex', True, None, None, '[]int32'),
     )
 
     def __init__(
@@ -1622,7 +1623,7 @@ class ShareGroupDescribeResponse_Assignment(Struct):
     """Assignment (part of ShareGroupDescribeResponse).
 
     Attributes:
-        topic_partitions ([]TopicPartitions, v1): 
+        topic_partitions ([]TopicPartitions, v0-1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1630,7 +1631,7 @@ class ShareGroupDescribeResponse_Assignment(Struct):
     _NAME = 'ShareGroupDescribeResponse.DescribedGroup.Member.Assignment'
     _FIELDS = (('topic_partitions', STRUCTS, ShareGroupDescribeResponse_TopicPartitions),)
     FIELDS = (
-        FieldInfo('topic_partitions', (1, 1), None, None, True, ShareGroupDescribeResponse_TopicPartitions, None, '[]TopicPartitions'),
+        FieldInfo('topic_partitions', (0, 1), None, None, True, ShareGroupDescribeResponse_TopicPartitions, None, '[]TopicPartitions'),
     )
     TopicPartitions = ShareGroupDescribeResponse_TopicPartitions
 
@@ -1648,13 +1649,13 @@ class ShareGroupDescribeResponse_Member(Struct):
     """Member (part of ShareGroupDescribeResponse).
 
     Attributes:
-        member_id (string, v1): 
-        rack_id (string, v1, nullable v1): The client's rack, so that a nearby replica or partition can be chosen for it; empty or null if unset.
-        member_epoch (int32, v1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
-        client_id (string, v1): 
-        client_host (string, v1): 
-        subscribed_topic_names ([]string, v1): 
-        assignment (Assignment, v1): 
+        member_id (string, v0-1): 
+        rack_id (string, v0-1, nullable v0-1): The client's rack, so that a nearby replica or partition can be chosen for it; empty or null if unset.
+        member_epoch (int32, v0-1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
+        client_id (string, v0-1): 
+        client_host (string, v0-1): 
+        subscribed_topic_names ([]string, v0-1): 
+        assignment (Assignment, v0-1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1662,13 +1663,13 @@ class ShareGroupDescribeResponse_Member(Struct):
     _NAME = 'ShareGroupDescribeResponse.DescribedGroup.Member'
     _FIELDS = (('member_id', SCALAR, None), ('rack_id', SCALAR, None), ('member_epoch', SCALAR, None), ('client_id', SCALAR, None), ('client_host', SCALAR, None), ('subscribed_topic_names', SCALARS, None), ('assignment', STRUCT, ShareGroupDescribeResponse_Assignment))
     FIELDS = (
-        FieldInfo('member_id', (1, 1), None, None, False, None, None, 'string'),
-        FieldInfo('rack_id', (1, 1), None, None, False, None, (1, 1), 'string'),
-        FieldInfo('member_epoch', (1, 1), None, None, False, None, None, 'int32'),
-        FieldInfo('client_id', (1, 1), None, None, False, None, None, 'string'),
-        FieldInfo('client_host', (1, 1), None, None, False, None, None, 'string'),
-        FieldInfo('subscribed_topic_names', (1, 1), None, 'topicName', True, None, None, '[]string'),
-        FieldInfo('assignment', (1, 1), None, None, False, ShareGroupDescribeResponse_Assignment, None, 'Assignment'),
+        FieldInfo('member_id', (0, 1), None, None, False, None, None, 'string'),
+        FieldInfo('rack_id', (0, 1), None, None, False, None, (0, 1), 'string'),
+        FieldInfo('member_epoch', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('client_id', (0, 1), None, None, False, None, None, 'string'),
+        FieldInfo('client_host', (0, 1), None, None, False, None, None, 'string'),
+        FieldInfo('subscribed_topic_names', (0, 1), None, 'topicName', True, None, None, '[]string'),
+        FieldInfo('assignment', (0, 1), None, None, False, ShareGroupDescribeResponse_Assignment, None, 'Assignment'),
     )
     Assignment = ShareGroupDescribeResponse_Assignment
 
@@ -1698,15 +1699,15 @@ class ShareGroupDescribeResponse_DescribedGroup(Struct):
     """DescribedGroup (part of ShareGroupDescribeResponse).
 
     Attributes:
-        error_code (int16, v1): 
-        error_message (string, v1, nullable v1): 
-        group_id (string, v1): 
-        group_state (string, v1): 
-        group_epoch (int32, v1): 
-        assignment_epoch (int32, v1): 
-        assignor_name (string, v1): 
-        members ([]Member, v1): 
-        authorized_operations (int32, v1): A bit field of the ACL operations the caller may perform on the resource; -2147483648 when not requested.
+        error_code (int16, v0-1): 
+        error_message (string, v0-1, nullable v0-1): 
+        group_id (string, v0-1): 
+        group_state (string, v0-1): 
+        group_epoch (int32, v0-1): 
+        assignment_epoch (int32, v0-1): 
+        assignor_name (string, v0-1): 
+        members ([]Member, v0-1): 
+        authorized_operations (int32, v0-1): A bit field of the ACL operations the caller may perform on the resource; -2147483648 when not requested.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1714,15 +1715,15 @@ class ShareGroupDescribeResponse_DescribedGroup(Struct):
     _NAME = 'ShareGroupDescribeResponse.DescribedGroup'
     _FIELDS = (('error_code', SCALAR, None), ('error_message', SCALAR, None), ('group_id', SCALAR, None), ('group_state', SCALAR, None), ('group_epoch', SCALAR, None), ('assignment_epoch', SCALAR, None), ('assignor_name', SCALAR, None), ('members', STRUCTS, ShareGroupDescribeResponse_Member), ('authorized_operations', SCALAR, None))
     FIELDS = (
-        FieldInfo('error_code', (1, 1), None, 'errorCode', False, None, None, 'int16'),
-        FieldInfo('error_message', (1, 1), None, None, False, None, (1, 1), 'string'),
-        FieldInfo('group_id', (1, 1), None, 'groupId', False, None, None, 'string'),
-        FieldInfo('group_state', (1, 1), None, None, False, None, None, 'string'),
-        FieldInfo('group_epoch', (1, 1), None, None, False, None, None, 'int32'),
-        FieldInfo('assignment_epoch', (1, 1), None, None, False, None, None, 'int32'),
-        FieldInfo('assignor_name', (1, 1), None, None, False, None, None, 'string'),
-        FieldInfo('members', (1, 1), None, None, True, ShareGroupDescribeResponse_Member, None, '[]Member'),
-        FieldInfo('authorized_operations', (1, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 1), None, 'errorCode', False, None, None, 'int16'),
+        FieldInfo('error_message', (0, 1), None, None, False, None, (0, 1), 'string'),
+        FieldInfo('group_id', (0, 1), None, 'groupId', False, None, None, 'string'),
+        FieldInfo('group_state', (0, 1), None, None, False, None, None, 'string'),
+        FieldInfo('group_epoch', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('assignment_epoch', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('assignor_name', (0, 1), None, None, False, None, None, 'string'),
+        FieldInfo('members', (0, 1), None, None, True, ShareGroupDescribeResponse_Member, None, '[]Member'),
+        FieldInfo('authorized_operations', (0, 1), None, None, False, None, None, 'int32'),
     )
     Member = ShareGroupDescribeResponse_Member
 
@@ -1755,12 +1756,12 @@ class ShareGroupDescribeResponse_DescribedGroup(Struct):
 class ShareGroupDescribeResponse(Message):
     """The response of ShareGroupDescribe (api key 77). Describes share groups (KIP-932).
 
-    Version 1.
-    Flexible (compact lengths, tagged fields) in v1.
+    Versions 0-1.
+    Flexible (compact lengths, tagged fields) in v0-1.
 
     Attributes:
-        throttle_time_ms (int32, v1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
-        groups ([]DescribedGroup, v1): 
+        throttle_time_ms (int32, v0-1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
+        groups ([]DescribedGroup, v0-1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1768,19 +1769,20 @@ class ShareGroupDescribeResponse(Message):
     _NAME = 'ShareGroupDescribeResponse'
     _FIELDS = (('throttle_time_ms', SCALAR, None), ('groups', STRUCTS, ShareGroupDescribeResponse_DescribedGroup))
     FIELDS = (
-        FieldInfo('throttle_time_ms', (1, 1), None, None, False, None, None, 'int32'),
-        FieldInfo('groups', (1, 1), None, None, True, ShareGroupDescribeResponse_DescribedGroup, None, '[]DescribedGroup'),
+        FieldInfo('throttle_time_ms', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('groups', (0, 1), None, None, True, ShareGroupDescribeResponse_DescribedGroup, None, '[]DescribedGroup'),
     )
     DescribedGroup = ShareGroupDescribeResponse_DescribedGroup
-    _DECODERS = {1: _dec_ShareGroupDescribeResponse_v1}
-    _ENCODERS = {1: _enc_ShareGroupDescribeResponse_v1}
+    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
+    _DECODERS = {0: _dec_ShareGroupDescribeResponse_v0, 1: _dec_ShareGroupDescribeResponse_v0}
+    _ENCODERS = {0: _enc_ShareGroupDescribeResponse_v0, 1: _enc_ShareGroupDescribeResponse_v0}
     API_KEY = 77
     KIND = 'response'
-    VALID_VERSIONS = (1, 1)
+    VALID_VERSIONS = (0, 1)
     VERSIONS = VALID_VERSIONS
-    FLEXIBLE_VERSIONS = (1, 1)
+    FLEXIBLE_VERSIONS = (0, 1)
     DEPRECATED_VERSIONS = None
-    HEADER_VERSIONS = {1: 1}
+    HEADER_VERSIONS = {0: 1, 1: 1}
 
     def __init__(
         self,

@@ -16,7 +16,7 @@
 #   the field that does not fit when the input is short.
 # * Error paths use dotted struct names (`FetchRequest.FetchTopic`), as the classes' `_NAME` does.
 
-"""ShareGroupHeartbeat (api key 76, v1): A member of a share group (KIP-932) joins, heartbeats and receives its assignment."""
+"""ShareGroupHeartbeat (api key 76, v0-1): A member of a share group (KIP-932) joins, heartbeats and receives its assignment."""
 
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ if not cython.compiled:
     _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
-    """Decode ShareGroupHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupHeartbeatRequest_v0(buf, cur, end):
+    """Decode ShareGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
@@ -222,8 +222,8 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
-    """Append the v1 layout of a ShareGroupHeartbeatRequest to ``out``."""
+def _enc_ShareGroupHeartbeatRequest_v0(obj, out):
+    """Append the v0 layout of a ShareGroupHeartbeatRequest to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupHeartbeatRequest expected, got None")
     f_group_id = obj.group_id
@@ -330,8 +330,8 @@ def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
-    """Decode ShareGroupHeartbeatResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupHeartbeatResponse_v0(buf, cur, end):
+    """Decode ShareGroupHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -417,7 +417,7 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
     else:
         cur.pos = pos
         try:
-            f_assignment = _dec_ShareGroupHeartbeatResponse_Assignment_v1(buf, cur, end)
+            f_assignment = _dec_ShareGroupHeartbeatResponse_Assignment_v0(buf, cur, end)
         except DecodeError as exc:
             raise exc.within('assignment')
         pos = cur.pos
@@ -442,8 +442,8 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupHeartbeatResponse_v1(obj, out):
-    """Append the v1 layout of a ShareGroupHeartbeatResponse to ``out``."""
+def _enc_ShareGroupHeartbeatResponse_v0(obj, out):
+    """Append the v0 layout of a ShareGroupHeartbeatResponse to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupHeartbeatResponse expected, got None")
     if cython.compiled:
@@ -506,7 +506,7 @@ def _enc_ShareGroupHeartbeatResponse_v1(obj, out):
     else:
         out += _S_iib.pack(obj.member_epoch, obj.heartbeat_interval_ms, n_assignment)
     if f_assignment is not None:
-        _enc_ShareGroupHeartbeatResponse_Assignment_v1(f_assignment, out)
+        _enc_ShareGroupHeartbeatResponse_Assignment_v0(f_assignment, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatResponse")
     else:
@@ -516,8 +516,8 @@ def _enc_ShareGroupHeartbeatResponse_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareGroupHeartbeatResponse_Assignment_v1(buf, cur, end):
-    """Decode ShareGroupHeartbeatResponse.Assignment (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
+    """Decode ShareGroupHeartbeatResponse.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
@@ -542,12 +542,12 @@ def _dec_ShareGroupHeartbeatResponse_Assignment_v1(buf, cur, end):
         cur.pos = pos
         try:
             for i in range(n_topic_partitions):
-                f_topic_partitions.append(_dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end))
+                f_topic_partitions.append(_dec_ShareGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end))
         except DecodeError as exc:
             raise exc.within("topic_partitions[%d]" % i)
         pos = cur.pos
     elif n_topic_partitions:
-        # Each element read inline (pure Python only), as _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1 reads it.
+        # Each element read inline (pure Python only), as _dec_ShareGroupHeartbeatResponse_TopicPartitions_v0 reads it.
         try:
             for i in range(n_topic_partitions):
                 if end - pos < 16:
@@ -597,8 +597,8 @@ def _dec_ShareGroupHeartbeatResponse_Assignment_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupHeartbeatResponse_Assignment_v1(obj, out):
-    """Append the v1 layout of a ShareGroupHeartbeatResponse.Assignment to ``out``."""
+def _enc_ShareGroupHeartbeatResponse_Assignment_v0(obj, out):
+    """Append the v0 layout of a ShareGroupHeartbeatResponse.Assignment to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupHeartbeatResponse.Assignment expected, got None")
     f_topic_partitions = obj.topic_partitions
@@ -613,7 +613,7 @@ def _enc_ShareGroupHeartbeatResponse_Assignment_v1(obj, out):
     else:
         _w.put_uvarint(out, n_topic_partitions + 1)
     for item in f_topic_partitions:
-        _enc_ShareGroupHeartbeatResponse_TopicPartitions_v1(item, out)
+        _enc_ShareGroupHeartbeatResponse_TopicPartitions_v0(item, out)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatResponse.Assignment")
     else:
@@ -623,8 +623,8 @@ def _enc_ShareGroupHeartbeatResponse_Assignment_v1(obj, out):
             out.append(0)
 
 
-def _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end):
-    """Decode ShareGroupHeartbeatResponse.Assignment.TopicPartitions (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
+    """Decode ShareGroupHeartbeatResponse.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
@@ -670,8 +670,8 @@ def _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupHeartbeatResponse_TopicPartitions_v1(obj, out):
-    """Append the v1 layout of a ShareGroupHeartbeatResponse.Assignment.TopicPartitions to ``out``."""
+def _enc_ShareGroupHeartbeatResponse_TopicPartitions_v0(obj, out):
+    """Append the v0 layout of a ShareGroupHeartbeatResponse.Assignment.TopicPartitions to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupHeartbeatResponse.Assignment.TopicPartitions expected, got None")
     out += obj.topic_id.bytes
@@ -704,15 +704,15 @@ def _enc_ShareGroupHeartbeatResponse_TopicPartitions_v1(obj, out):
 class ShareGroupHeartbeatRequest(Message):
     """The request of ShareGroupHeartbeat (api key 76). A member of a share group (KIP-932) joins, heartbeats and receives its assignment.
 
-    Version 1.
-    Flexible (compact lengths, tagged fields) in v1.
+    Versions 0-1.
+    Flexible (compact lengths, tagged fields) in v0-1.
 
     Attributes:
-        group_id (string, v1): 
-        member_id (string, v1): 
-        member_epoch (int32, v1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
-        rack_id (string, v1, nullable v1): The client's rack, so that a nearby replica or partition can be chosen for it; empty or null if unset.
-        subscribed_topic_names ([]string, v1, nullable v1): 
+        group_id (string, v0-1): 
+        member_id (string, v0-1): 
+        member_epoch (int32, v0-1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
+        rack_id (string, v0-1, nullable v0-1): The client's rack, so that a nearby replica or partition can be chosen for it; empty or null if unset.
+        subscribed_topic_names ([]string, v0-1, nullable v0-1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -720,21 +720,22 @@ class ShareGroupHeartbeatRequest(Message):
     _NAME = 'ShareGroupHeartbeatRequest'
     _FIELDS = (('group_id', SCALAR, None), ('member_id', SCALAR, None), ('member_epoch', SCALAR, None), ('rack_id', SCALAR, None), ('subscribed_topic_names', SCALARS, None))
     FIELDS = (
-        FieldInfo('group_id', (1, 1), None, 'groupId', False, None, None, 'string'),
-        FieldInfo('member_id', (1, 1), None, None, False, None, None, 'string'),
-        FieldInfo('member_epoch', (1, 1), None, None, False, None, None, 'int32'),
-        FieldInfo('rack_id', (1, 1), None, None, False, None, (1, 1), 'string'),
-        FieldInfo('subscribed_topic_names', (1, 1), None, 'topicName', True, None, (1, 1), '[]string'),
+        FieldInfo('group_id', (0, 1), None, 'groupId', False, None, None, 'string'),
+        FieldInfo('member_id', (0, 1), None, None, False, None, None, 'string'),
+        FieldInfo('member_epoch', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('rack_id', (0, 1), None, None, False, None, (0, 1), 'string'),
+        FieldInfo('subscribed_topic_names', (0, 1), None, 'topicName', True, None, (0, 1), '[]string'),
     )
-    _DECODERS = {1: _dec_ShareGroupHeartbeatRequest_v1}
-    _ENCODERS = {1: _enc_ShareGroupHeartbeatRequest_v1}
+    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
+    _DECODERS = {0: _dec_ShareGroupHeartbeatRequest_v0, 1: _dec_ShareGroupHeartbeatRequest_v0}
+    _ENCODERS = {0: _enc_ShareGroupHeartbeatRequest_v0, 1: _enc_ShareGroupHeartbeatRequest_v0}
     API_KEY = 76
     KIND = 'request'
-    VALID_VERSIONS = (1, 1)
+    VALID_VERSIONS = (0, 1)
     VERSIONS = VALID_VERSIONS
-    FLEXIBLE_VERSIONS = (1, 1)
+    FLEXIBLE_VERSIONS = (0, 1)
     DEPRECATED_VERSIONS = None
-    HEADER_VERSIONS = {1: 2}
+    HEADER_VERSIONS = {0: 2, 1: 2}
 
     def __init__(
         self,
@@ -758,8 +759,8 @@ class ShareGroupHeartbeatResponse_TopicPartitions(Struct):
     """TopicPartitions (part of ShareGroupHeartbeatResponse).
 
     Attributes:
-        topic_id (uuid, v1): 
-        partitions ([]int32, v1): 
+        topic_id (uuid, v0-1): 
+        partitions ([]int32, v0-1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -767,8 +768,8 @@ class ShareGroupHeartbeatResponse_TopicPartitions(Struct):
     _NAME = 'ShareGroupHeartbeatResponse.Assignment.TopicPartitions'
     _FIELDS = (('topic_id', SCALAR, None), ('partitions', SCALARS, None))
     FIELDS = (
-        FieldInfo('topic_id', (1, 1), None, None, False, None, None, 'uuid'),
-        FieldInfo('partitions', (1, 1), None, 'partitionIndex', True, None, None, '[]int32'),
+        FieldInfo('topic_id', (0, 1), None, None, False, None, None, 'uuid'),
+        FieldInfo('partitions', (0, 1), None, 'partitionIndex', True, None, None, '[]int32'),
     )
 
     def __init__(
@@ -787,7 +788,7 @@ class ShareGroupHeartbeatResponse_Assignment(Struct):
     """Assignment (part of ShareGroupHeartbeatResponse).
 
     Attributes:
-        topic_partitions ([]TopicPartitions, v1): 
+        topic_partitions ([]TopicPartitions, v0-1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -795,7 +796,7 @@ class ShareGroupHeartbeatResponse_Assignment(Struct):
     _NAME = 'ShareGroupHeartbeatResponse.Assignment'
     _FIELDS = (('topic_partitions', STRUCTS, ShareGroupHeartbeatResponse_TopicPartitions),)
     FIELDS = (
-        FieldInfo('topic_partitions', (1, 1), None, None, True, ShareGroupHeartbeatResponse_TopicPartitions, None, '[]TopicPartitions'),
+        FieldInfo('topic_partitions', (0, 1), None, None, True, ShareGroupHeartbeatResponse_TopicPartitions, None, '[]TopicPartitions'),
     )
     TopicPartitions = ShareGroupHeartbeatResponse_TopicPartitions
 
@@ -812,17 +813,17 @@ class ShareGroupHeartbeatResponse_Assignment(Struct):
 class ShareGroupHeartbeatResponse(Message):
     """The response of ShareGroupHeartbeat (api key 76). A member of a share group (KIP-932) joins, heartbeats and receives its assignment.
 
-    Version 1.
-    Flexible (compact lengths, tagged fields) in v1.
+    Versions 0-1.
+    Flexible (compact lengths, tagged fields) in v0-1.
 
     Attributes:
-        throttle_time_ms (int32, v1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
-        error_code (int16, v1): 
-        error_message (string, v1, nullable v1): 
-        member_id (string, v1, nullable v1): 
-        member_epoch (int32, v1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
-        heartbeat_interval_ms (int32, v1): How often the member should send heartbeats, in milliseconds.
-        assignment (Assignment, v1, nullable v1): 
+        throttle_time_ms (int32, v0-1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
+        error_code (int16, v0-1): 
+        error_message (string, v0-1, nullable v0-1): 
+        member_id (string, v0-1, nullable v0-1): 
+        member_epoch (int32, v0-1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
+        heartbeat_interval_ms (int32, v0-1): How often the member should send heartbeats, in milliseconds.
+        assignment (Assignment, v0-1, nullable v0-1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -830,24 +831,25 @@ class ShareGroupHeartbeatResponse(Message):
     _NAME = 'ShareGroupHeartbeatResponse'
     _FIELDS = (('throttle_time_ms', SCALAR, None), ('error_code', SCALAR, None), ('error_message', SCALAR, None), ('member_id', SCALAR, None), ('member_epoch', SCALAR, None), ('heartbeat_interval_ms', SCALAR, None), ('assignment', STRUCT, ShareGroupHeartbeatResponse_Assignment))
     FIELDS = (
-        FieldInfo('throttle_time_ms', (1, 1), None, None, False, None, None, 'int32'),
-        FieldInfo('error_code', (1, 1), None, 'errorCode', False, None, None, 'int16'),
-        FieldInfo('error_message', (1, 1), None, None, False, None, (1, 1), 'string'),
-        FieldInfo('member_id', (1, 1), None, None, False, None, (1, 1), 'string'),
-        FieldInfo('member_epoch', (1, 1), None, None, False, None, None, 'int32'),
-        FieldInfo('heartbeat_interval_ms', (1, 1), None, None, False, None, None, 'int32'),
-        FieldInfo('assignment', (1, 1), None, None, False, ShareGroupHeartbeatResponse_Assignment, (1, 1), 'Assignment'),
+        FieldInfo('throttle_time_ms', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 1), None, 'errorCode', False, None, None, 'int16'),
+        FieldInfo('error_message', (0, 1), None, None, False, None, (0, 1), 'string'),
+        FieldInfo('member_id', (0, 1), None, None, False, None, (0, 1), 'string'),
+        FieldInfo('member_epoch', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('heartbeat_interval_ms', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('assignment', (0, 1), None, None, False, ShareGroupHeartbeatResponse_Assignment, (0, 1), 'Assignment'),
     )
     Assignment = ShareGroupHeartbeatResponse_Assignment
-    _DECODERS = {1: _dec_ShareGroupHeartbeatResponse_v1}
-    _ENCODERS = {1: _enc_ShareGroupHeartbeatResponse_v1}
+    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
+    _DECODERS = {0: _dec_ShareGroupHeartbeatResponse_v0, 1: _dec_ShareGroupHeartbeatResponse_v0}
+    _ENCODERS = {0: _enc_ShareGroupHeartbeatResponse_v0, 1: _enc_ShareGroupHeartbeatResponse_v0}
     API_KEY = 76
     KIND = 'response'
-    VALID_VERSIONS = (1, 1)
+    VALID_VERSIONS = (0, 1)
     VERSIONS = VALID_VERSIONS
-    FLEXIBLE_VERSIONS = (1, 1)
+    FLEXIBLE_VERSIONS = (0, 1)
     DEPRECATED_VERSIONS = None
-    HEADER_VERSIONS = {1: 1}
+    HEADER_VERSIONS = {0: 1, 1: 1}
 
     def __init__(
         self,

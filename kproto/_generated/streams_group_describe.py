@@ -4048,11 +4048,11 @@ class StreamsGroupDescribeResponse_Topology(Struct):
         self,
         *,
         epoch: int = 0,
-        subtopologies: Optional[List["StreamsGroupDescribeResponse_Subtopology"]] = _NOT_GIVEN,
+        subtopologies: Optional[List["StreamsGroupDescribeResponse_Subtopology"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
         self.epoch = epoch
-        self.subtopologies = [] if subtopologies is _NOT_GIVEN else subtopologies
+        self.subtopologies = subtopologies
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 

@@ -4726,14 +4726,14 @@ class StreamsGroupHeartbeatRequest(Message):
         rack_id: Optional[str] = None,
         rebalance_timeout_ms: int = -1,
         topology: Optional["StreamsGroupHeartbeatRequest_Topology"] = None,
-        active_tasks: Optional[List["StreamsGroupHeartbeatRequest_TaskIds"]] = _NOT_GIVEN,
-        standby_tasks: Optional[List["StreamsGroupHeartbeatRequest_TaskIds"]] = _NOT_GIVEN,
-        warmup_tasks: Optional[List["StreamsGroupHeartbeatRequest_TaskIds"]] = _NOT_GIVEN,
+        active_tasks: Optional[List["StreamsGroupHeartbeatRequest_TaskIds"]] = None,
+        standby_tasks: Optional[List["StreamsGroupHeartbeatRequest_TaskIds"]] = None,
+        warmup_tasks: Optional[List["StreamsGroupHeartbeatRequest_TaskIds"]] = None,
         process_id: Optional[str] = None,
         user_endpoint: Optional["StreamsGroupHeartbeatRequest_Endpoint"] = None,
-        client_tags: Optional[List["StreamsGroupHeartbeatRequest_KeyValue"]] = _NOT_GIVEN,
-        task_offsets: Optional[List["StreamsGroupHeartbeatRequest_TaskOffset"]] = _NOT_GIVEN,
-        task_end_offsets: Optional[List["StreamsGroupHeartbeatRequest_TaskOffset"]] = _NOT_GIVEN,
+        client_tags: Optional[List["StreamsGroupHeartbeatRequest_KeyValue"]] = None,
+        task_offsets: Optional[List["StreamsGroupHeartbeatRequest_TaskOffset"]] = None,
+        task_end_offsets: Optional[List["StreamsGroupHeartbeatRequest_TaskOffset"]] = None,
         shutdown_application: bool = False,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -4745,14 +4745,14 @@ class StreamsGroupHeartbeatRequest(Message):
         self.rack_id = rack_id
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.topology = topology
-        self.active_tasks = [] if active_tasks is _NOT_GIVEN else active_tasks
-        self.standby_tasks = [] if standby_tasks is _NOT_GIVEN else standby_tasks
-        self.warmup_tasks = [] if warmup_tasks is _NOT_GIVEN else warmup_tasks
+        self.active_tasks = active_tasks
+        self.standby_tasks = standby_tasks
+        self.warmup_tasks = warmup_tasks
         self.process_id = process_id
         self.user_endpoint = user_endpoint
-        self.client_tags = [] if client_tags is _NOT_GIVEN else client_tags
-        self.task_offsets = [] if task_offsets is _NOT_GIVEN else task_offsets
-        self.task_end_offsets = [] if task_end_offsets is _NOT_GIVEN else task_end_offsets
+        self.client_tags = client_tags
+        self.task_offsets = task_offsets
+        self.task_end_offsets = task_end_offsets
         self.shutdown_application = shutdown_application
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
@@ -4976,11 +4976,11 @@ class StreamsGroupHeartbeatResponse(Message):
         acceptable_recovery_lag: int = 0,
         task_offset_interval_ms: int = 0,
         status: Optional[List["StreamsGroupHeartbeatResponse_Status"]] = _NOT_GIVEN,
-        active_tasks: Optional[List["StreamsGroupHeartbeatResponse_TaskIds"]] = _NOT_GIVEN,
-        standby_tasks: Optional[List["StreamsGroupHeartbeatResponse_TaskIds"]] = _NOT_GIVEN,
-        warmup_tasks: Optional[List["StreamsGroupHeartbeatResponse_TaskIds"]] = _NOT_GIVEN,
+        active_tasks: Optional[List["StreamsGroupHeartbeatResponse_TaskIds"]] = None,
+        standby_tasks: Optional[List["StreamsGroupHeartbeatResponse_TaskIds"]] = None,
+        warmup_tasks: Optional[List["StreamsGroupHeartbeatResponse_TaskIds"]] = None,
         endpoint_information_epoch: int = 0,
-        partitions_by_user_endpoint: Optional[List["StreamsGroupHeartbeatResponse_EndpointToPartitions"]] = _NOT_GIVEN,
+        partitions_by_user_endpoint: Optional[List["StreamsGroupHeartbeatResponse_EndpointToPartitions"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
@@ -4992,9 +4992,9 @@ class StreamsGroupHeartbeatResponse(Message):
         self.acceptable_recovery_lag = acceptable_recovery_lag
         self.task_offset_interval_ms = task_offset_interval_ms
         self.status = [] if status is _NOT_GIVEN else status
-        self.active_tasks = [] if active_tasks is _NOT_GIVEN else active_tasks
-        self.standby_tasks = [] if standby_tasks is _NOT_GIVEN else standby_tasks
-        self.warmup_tasks = [] if warmup_tasks is _NOT_GIVEN else warmup_tasks
+        self.active_tasks = active_tasks
+        self.standby_tasks = standby_tasks
+        self.warmup_tasks = warmup_tasks
         self.endpoint_information_epoch = endpoint_information_epoch
-        self.partitions_by_user_endpoint = [] if partitions_by_user_endpoint is _NOT_GIVEN else partitions_by_user_endpoint
+        self.partitions_by_user_endpoint = partitions_by_user_endpoint
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields

@@ -193,10 +193,12 @@ class ControlPlane:
                 self.topic_configs[topic.name] = {c.name: c.value for c in topic.configs}
             ok = code == _C.NONE
             results.append(R(name=topic.name, error_code=code, error_message=message,
-                             topic_id=self.topic_id(topic.name) if ok and not validate_only else uuid.UUID(int=0),
+                             # Kafka names a topic id even for a validate-only creation (one never used).
+                             topic_id=(self.topic_id(topic.name) if not validate_only else uuid.uuid4())
+                             if ok else uuid.UUID(int=0),
                              num_partitions=partitions if ok else -1, replication_factor=1 if ok else -1,
                              configs=self._created_configs({c.name: c.value for c in topic.configs})
-                             if ok else None))
+                             if ok else []))
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
     def _check_new_topic(self, topic: object) -> Tuple[int, Optional[str], int]:
@@ -369,7 +371,7 @@ class ControlPlane:
 
     #: The control plane's share of the served table: api key → (versions, handler).
     API_TABLE: ApiTable = {
-        3: ((0, 12), metadata),
+        3: ((0, 13), metadata),
         10: ((0, 6), find_coordinator),   # GroupCoordinator before v1
         18: ((0, 4), api_versions),
         19: ((0, 7), create_topics),

@@ -16,7 +16,8 @@ Versions and what each adds here (docs/broker-storage.md has the storage model):
   partition added to its transaction (else INVALID_TXN_STATE, or the fencing error).
 * Fetch v0-v3 get down-converted records (magic 0, then 1); v3+ ``max_bytes`` and the first batch
   whole; v4+ ``last_stable_offset``, and read_committed reads stop there and carry the aborted
-  transactions overlapping the fetched range; below v10 a zstd batch is UNSUPPORTED_COMPRESSION_TYPE; v5+ ``log_start_offset``; v7+ fetch sessions
+  transactions overlapping the fetched range; a zstd batch is UNSUPPORTED_COMPRESSION_TYPE only where it
+  would be down-converted (v0-v3), as Kafka 3.9+ answers; v5+ ``log_start_offset``; v7+ fetch sessions
   are declined -- every answer carries session id 0, so clients keep sending full fetches (a request
   naming a session gets FETCH_SESSION_ID_NOT_FOUND, one with session id 0 and a positive epoch
   INVALID_FETCH_SESSION_EPOCH); v13+ name topics by id (UNKNOWN_TOPIC_ID for an id the cluster does
@@ -70,6 +71,11 @@ _C = ErrorCode
 
 _LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
 _READ_COMMITTED = 1
+# Produce answers that still report the partition's log start offset (v5+): an append the partition itself
+# refused on its producer-state or record checks.  Refusals before the partition is reached (unknown
+# partition, damaged or oversized entries, a codec the version lacks) carry -1, as Kafka's.
+_KEEPS_LOG_START = frozenset({_C.NONE, _C.OUT_OF_ORDER_SEQUENCE_NUMBER, _C.INVALID_PRODUCER_EPOCH,
+                              _C.DUPLICATE_SEQUENCE_NUMBER, _C.INVALID_RECORD, _C.INVALID_TIMESTAMP})
 _LegacyPrepared = Union[ErrorCode, Tuple[bytes, List[BatchHeader]]]
 
 
@@ -138,7 +144,8 @@ class DataPlane:
                     append_time = now
                 answers.setdefault(name, []).append(P(
                     index=part.index, error_code=code, base_offset=base, log_append_time_ms=append_time,
-                    log_start_offset=log.log_start_offset if log is not None and version >= 5 else -1))
+                    log_start_offset=log.log_start_offset
+                    if log is not None and version >= 5 and code in _KEEPS_LOG_START else -1))
         finally:
             for lock in locks:
                 lock.release()
@@ -173,7 +180,7 @@ class DataPlane:
             if headers[0].transactional:
                 code = self._transactional_append(req.transactional_id, topic, part.index, headers[0])
                 if code != _C.NONE:
-                    return code, -1, log
+                    return code, -1, None  # refused before the partition: no log start in the answer
             code, base = log.append(raw, headers, self.producer_ids, now_ms)
             return code, base, log
         if has_compressed_entries(raw):
@@ -192,11 +199,16 @@ class DataPlane:
     def _transactional_append(self, transactional_id: Optional[str], topic: str, index: int,
                               header: BatchHeader) -> ErrorCode:
         """Whether a transactional batch belongs to an open transaction of its producer (Produce answers
-        a stale epoch with INVALID_PRODUCER_EPOCH at every version)."""
-        if transactional_id is None or (topic, index) not in self.transactions.open_partitions(transactional_id):
+        a stale epoch with INVALID_PRODUCER_EPOCH at every version, before it looks at the transaction)."""
+        if transactional_id is None:
             return _C.INVALID_TXN_STATE
-        return self.transactions.check(transactional_id, header.producer_id, header.producer_epoch,
+        code = self.transactions.check(transactional_id, header.producer_id, header.producer_epoch,
                                        _C.INVALID_PRODUCER_EPOCH)
+        if code == _C.INVALID_PRODUCER_EPOCH:
+            return code
+        if (topic, index) not in self.transactions.open_partitions(transactional_id):
+            return _C.INVALID_TXN_STATE
+        return code
 
     def _prepare_legacy(self, raw: bytes, budget: DecompressionBudget) -> _LegacyPrepared:
         """A magic 0/1 message set validated and up-converted: (one batch, its header) or the error."""
@@ -266,19 +278,25 @@ class DataPlane:
                     else:
                         code = _C.UNKNOWN_TOPIC_ID if by_id and name is None else _C.UNKNOWN_TOPIC_OR_PARTITION
                     failed = True
-                    answers.append(P(partition_index=part.partition, error_code=code,
-                                     high_watermark=-1 if log is None else log.high_watermark,
-                                     log_start_offset=-1 if log is None or version < 5 else log.log_start_offset,
-                                     aborted_transactions=[] if version < 4 else None, records=RecordSet(b"")))
+                    # Kafka's refusal carries no offsets (not even for OFFSET_OUT_OF_RANGE: the consumer
+                    # asks ListOffsets), and no aborted transactions (an empty list, not null) for an
+                    # unknown partition.
+                    answers.append(P(partition_index=part.partition, error_code=code, high_watermark=-1,
+                                     log_start_offset=-1,
+                                     aborted_transactions=[] if version < 4 or log is None else None,
+                                     records=RecordSet(b"")))
                     continue
                 room = min(part.partition_max_bytes, self.config.max_fetch_bytes, limit - total)
                 whole = self.config.max_fetch_bytes if version >= 3 and total == 0 else 0
                 stable = log.last_stable_offset
                 data = log.read(part.fetch_offset, room, magic=magic, first_whole_limit=whole,
-                                upto=stable if committed else None, zstd_allowed=version >= 10)
+                                upto=stable if committed else None)
+                if isinstance(data, ErrorCode):  # a batch that cannot be down-converted: Kafka says no more
+                    failed = True
+                    answers.append(P(partition_index=part.partition, error_code=data, high_watermark=-1,
+                                     aborted_transactions=[] if version < 4 else None, records=None))
+                    continue
                 code = _C.NONE
-                if isinstance(data, ErrorCode):
-                    code, data, failed = data, b"", True
                 total += len(data)
                 aborted: Optional[List[Any]] = None if version >= 4 else []  # null: read_uncommitted
                 if committed:
@@ -319,7 +337,7 @@ class DataPlane:
                     continue
                 code, timestamp, offset = self._offset_at(log, part.timestamp, version, committed)
                 answers.append(P(partition_index=part.partition_index, error_code=code, timestamp=timestamp,
-                                 offset=offset, leader_epoch=-1))
+                                 offset=offset, leader_epoch=0 if offset >= 0 else -1))  # Metadata's epoch
             topics.append(T(name=topic.name, partitions=answers))
         return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
@@ -415,7 +433,7 @@ class DataPlane:
     API_TABLE: ApiTable = {
         0: ((0, 11), produce),              # v12 only adds KIP-890 transaction verification; v13 topic ids
         1: ((0, 17), fetch),                # v18 adds a replica's high watermark
-        2: ((0, 9), list_offsets),          # v10 adds a timeout for tiered storage
+        2: ((0, 10), list_offsets),         # v10 adds a timeout for tiered storage, which the mock has none of
         22: ((0, 5), init_producer_id),     # v6 is two-phase commit
         24: ((0, 3), add_partitions_to_txn),  # v4+ is the brokers' batched form
         25: ((0, 3), add_offsets_to_txn),   # v4 is KIP-890's

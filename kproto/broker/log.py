@@ -32,14 +32,12 @@ from kproto.broker.batches import BatchHeader, patch_batch
 from kproto.broker.conversion import downconvert_batch
 from kproto.broker.producers import PartitionProducers, ProducerIds
 from kproto.records import decode_records, encode_control_batch
-from kproto.records.format import CODEC_MASK, CODEC_ZSTD
 
 __all__ = ["CONVERSION_CACHE_BYTES", "PartitionLog"]
 
 #: Bytes of down-converted batches one partition keeps for old consumers reading the same data again.
 CONVERSION_CACHE_BYTES = 8 * 1024 * 1024
 _BASE_OFFSET = struct.Struct(">q")
-_ATTRIBUTES_LOW = 22  # the low byte of a batch's attributes: its codec
 
 
 class PartitionLog:
@@ -149,10 +147,11 @@ class PartitionLog:
         return self.log_start_offset <= offset <= self.high_watermark
 
     def read(self, offset: int, max_bytes: int, *, magic: int = 2, first_whole_limit: int = 0,
-             upto: Optional[int] = None, zstd_allowed: bool = True) -> Union[bytes, ErrorCode]:
+             upto: Optional[int] = None) -> Union[bytes, ErrorCode]:
         """At most ``max_bytes`` of the log from the batch holding ``offset``, in format ``magic`` (empty at
         the end), and no batch starting at or past ``upto`` (read_committed: the last stable offset).
-        Without ``zstd_allowed`` (Fetch v4-v9) a zstd batch is UNSUPPORTED_COMPRESSION_TYPE, or ends the read.  The first batch is returned whole when it alone is up to ``first_whole_limit`` bytes
+        A batch that cannot be down-converted (zstd to magic 0/1) is its error code, or ends the read.
+        The first batch is returned whole when it alone is up to ``first_whole_limit`` bytes
         (Fetch v3+ lets a consumer progress past a batch larger than its limits)."""
         index = bisect_left(self._last_offsets, offset)
         if index == len(self._last_offsets):
@@ -164,8 +163,6 @@ class PartitionLog:
             piece: Union[bytes, ErrorCode]
             if magic == 2:
                 piece = self._batches[index]
-                if not zstd_allowed and piece[_ATTRIBUTES_LOW] & CODEC_MASK == CODEC_ZSTD:
-                    piece = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             else:
                 piece = self._downconverted(index, magic, offset)
             index += 1

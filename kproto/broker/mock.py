@@ -241,6 +241,13 @@ class MockBroker:
         if thread.is_alive():
             raise RuntimeError(f"the mock broker did not stop within {_START_TIMEOUT} s")
 
+    def restart(self) -> None:
+        """Stop and start again on the same address, keeping topics, records and groups: what clients see
+        of a broker restart (their connections close; the same ``bootstrap_servers`` reaches it again)."""
+        self._listen = (self.host, self.port)
+        self.stop()
+        self.start()
+
     # ---------------------------------------------------------------- control and inspection
 
     def inject(

@@ -11,7 +11,8 @@ Which side is the client
     for Kafka when its first frame from the client (the initiator when the handshake was captured;
     without handshake, the first direction in which a plausible request header is found) decodes
     completely as a request: api key 0-16, a version kproto knows, a printable client id.  Connections
-    that fail this test are ignored silently (counted in :attr:`KafkaConversations.stats`).
+    that fail this test are ignored silently (counted in :attr:`KafkaConversations.stats`), except
+    one that opens with an ApiVersions request in a version kproto does not know (below).
 
 Frames
     A frame is an int32 size plus that many bytes.  A size that is negative or above
@@ -32,6 +33,15 @@ Pairing
     closes or the capture ends.  Produce requests with ``acks == 0`` expect no response and produce an
     :class:`Exchange` at once.  At most ``max_outstanding`` requests wait per connection; beyond that
     the oldest is reported unanswered.
+
+ApiVersions newer than kproto
+    A client newer than the broker opens with its own newest ApiVersions version (franz-go does).
+    Kafka reads only the header of such a request and answers ``UNSUPPORTED_VERSION`` in the v0 layout
+    with the range it serves, from which the client picks the version it retries with.  kproto reads the
+    same way: the request keeps its header and a ``request_error`` for the body, the answer is read in
+    v0 (:attr:`Exchange.response_version` is 0), and no problem is reported — it is a negotiation step,
+    not something missing.  Any other answer (the broker knew the version) leaves the request an
+    ``unsupported-version`` problem, reported when the answer or its absence is known.
 
 SASL
     A ``SaslHandshake`` answered without error names the connection's mechanism.  After version 0 of
@@ -63,7 +73,7 @@ import enum
 import struct
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Collection, Deque, Dict, Iterator, List, Optional, Union
+from typing import Any, Collection, Deque, Dict, Iterator, List, Optional, Tuple, Union
 
 import kproto
 from kproto.capture.diagnostics import CaptureDiagnostic
@@ -112,6 +122,8 @@ DEFAULT_PORTS = frozenset({9092})
 
 _I32 = struct.Struct(">i")
 _SASL_HANDSHAKE = 17
+_API_VERSIONS = 18
+_UNSUPPORTED_VERSION = 35
 _SASL_AUTHENTICATE = 36
 _MIN_REQUEST = MIN_REQUEST_SIZE
 _MIN_RESPONSE = MIN_RESPONSE_SIZE
@@ -207,6 +219,9 @@ class Exchange:
     response_time_ns: Optional[int] = None
     #: For SaslAuthenticate: the mechanism its connection's SaslHandshake named (None when not captured).
     sasl_mechanism: Optional[str] = None
+    #: The version the response was read in when it is not ``api_version``: 0 for the answer to an
+    #: ApiVersions request newer than the server (and kproto) know, which Kafka writes in the v0 layout.
+    response_version: Optional[int] = None
 
     @property
     def api_name(self) -> str:
@@ -280,7 +295,8 @@ class _Framer(ResyncingSplitter):
 
 
 class _Pending:
-    __slots__ = ("api_key", "version", "correlation_id", "header", "message", "error", "size", "offset", "packet", "ts")
+    __slots__ = ("api_key", "version", "correlation_id", "header", "message", "error", "size", "offset", "packet", "ts",
+                 "held_problem")
 
     def __init__(self, api_key: int, version: int, correlation_id: int, header: Any, message: Any,
                  error: Optional[KprotoError], size: int, offset: int, packet: Optional[int], ts: Optional[int]) -> None:
@@ -294,6 +310,8 @@ class _Pending:
         self.offset = offset
         self.packet = packet
         self.ts = ts
+        # An ApiVersions request newer than kproto knows: its problem waits for the answer (see _on_response).
+        self.held_problem: Optional[Tuple[Any, ...]] = None
 
 
 class _Conn:
@@ -314,6 +332,23 @@ class _Conn:
         self.raw_tokens: Optional[int] = None
         self.tokens: Deque[SaslToken] = deque()  # raw tokens awaiting the server's answer
         self.token_step = 0
+
+
+def _newer_api_versions(header: Any, exc: KprotoError) -> bool:
+    """An ApiVersions request in a version kproto does not know (a client newer than kproto), with a
+    plausible header: a version just past kproto's and a printable client id."""
+    client_id = header.client_id
+    return (header.api_key == _API_VERSIONS and isinstance(exc, (UnsupportedVersionError, UnknownVersionError))
+            and 0 <= header.api_version < 64 and (client_id is None or client_id.isprintable()))
+
+
+def _v0_refusal(frame: bytes) -> bool:
+    """Whether a response frame is an ApiVersions v0 answer with UNSUPPORTED_VERSION, read in full."""
+    try:
+        _header, msg = kproto.decode_response(frame, _API_VERSIONS, 0)
+    except KprotoError:
+        return False
+    return bool(getattr(msg, "error_code", None) == _UNSUPPORTED_VERSION)
 
 
 def _classify(exc: KprotoError) -> ProblemKind:
@@ -682,15 +717,20 @@ class KafkaConversations:
             try:
                 header, msg = kproto.decode_request(frame)
             except KprotoError as exc:
-                if conn.kafka is None:
-                    self._reject(conn)
-                    return
                 error = exc
                 try:
                     header, _ = decode_request_header(frame)
                 except KprotoError:
                     header = None
-                self._problem(_classify(exc), f"request: {exc}", conn, d, offset, packet, ts, frame)
+                # A client newer than kproto opens with ApiVersions in a version kproto does not know:
+                # still Kafka, and its problem waits for the answer (see _on_response).
+                newer = header is not None and _newer_api_versions(header, exc)
+                if conn.kafka is None and not newer:
+                    self._reject(conn)
+                    return
+                held = (_classify(exc), f"request: {exc}", conn, d, offset, packet, ts, frame)
+                if not newer:
+                    self._problem(*held)
                 if header is None:
                     return
             if conn.kafka is None:
@@ -699,6 +739,8 @@ class KafkaConversations:
             api_key, version, corr = header.api_key, header.api_version, header.correlation_id
         self.stats.requests += 1
         pending = _Pending(api_key, version, corr, header, msg, error, len(frame), offset, packet, ts)
+        if error is not None and header is not None and _newer_api_versions(header, error):
+            pending.held_problem = held
         if header is not None and msg is not None and not expects_response(header, msg):
             self._emit_exchange(conn, pending, expects_response=False)
             return
@@ -731,11 +773,18 @@ class KafkaConversations:
         header: Any = None
         msg: Any = None
         error: Optional[KprotoError] = None
+        response_version: Optional[int] = None
         if damaged_at is not None:
             missing = len(frame) - damaged_at
             error = DecodeError(f"{missing} bytes of the frame are missing from the capture", damaged_at)
             self._problem(ProblemKind.INCOMPLETE_FRAME, f"response frame of {len(frame)} bytes, {missing} not captured",
                           conn, d, offset, packet, ts, frame)
+        elif req.held_problem is not None and _v0_refusal(frame):
+            # The server refused the client's ApiVersions version in the v0 layout, as Kafka does: it did
+            # not read the request either, so nothing is missing; the client retries in a version both know.
+            req.held_problem = None
+            header, msg = kproto.decode_response(frame, _API_VERSIONS, 0)
+            response_version = 0
         else:
             try:
                 header, msg = kproto.decode_response(frame, req.api_key, req.version)
@@ -743,7 +792,10 @@ class KafkaConversations:
                 error = exc
                 self._problem(_classify(exc), f"response to api key {req.api_key} v{req.version}: {exc}", conn, d,
                               offset, packet, ts, frame)
+        if req.held_problem is not None:
+            self._problem(*req.held_problem)
         ex = self._emit_exchange(conn, req, expects_response=True)
+        ex.response_version = response_version
         if req.api_key == _SASL_HANDSHAKE and msg is not None and msg.error_code == 0 and req.message is not None:
             conn.mechanism = req.message.mechanism
             if req.version == 0:  # the mechanism's tokens follow raw (see module docs)
@@ -785,6 +837,8 @@ class KafkaConversations:
 
     def _unanswered(self, conn: _Conn, req: _Pending, why: str) -> None:
         assert conn.client_dir is not None
+        if req.held_problem is not None:
+            self._problem(*req.held_problem)
         self._emit_exchange(conn, req, expects_response=True)
         self._problem(ProblemKind.UNANSWERED_REQUEST,
                       f"no response to api key {req.api_key} v{req.version} correlation id {req.correlation_id}: {why}",

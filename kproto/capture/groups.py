@@ -17,11 +17,28 @@ Theory of operation
     belongs to.  A generation's **start** is the earliest of those JoinGroup requests (the first JoinGroup
     after the group was last Stable: the rebalance begins when the first member rejoins), its **end** the
     time of the last SyncGroup response of that generation (the group is Stable when every member has its
-    assignment).  The coordinator answers the JoinGroups only when every member it expects has joined (or
-    the rebalance timeout removed it), so the members whose JoinGroup came after the first are the ones it
-    **waited for**, each for ``its join - start``; a member of the previous generation that never rejoined
-    and did not leave is waited for until the timeout removes it (it *expired*).  The followers' SyncGroups
-    wait for the leader's, so a leader that syncs late is waited for too.
+    assignment).
+
+    *Who was waited for*.  The coordinator holds the JoinGroup answers until every member it knew when the
+    rebalance began has rejoined, left (LeaveGroup) or been removed (its session expired, or its
+    rebalance timeout ran out).  So each of those events that came after the start held the group until
+    then: a late JoinGroup (``joined late``/``rejoined late``, for ``its join - start``), a LeaveGroup
+    (until the LeaveGroup, or until the JoinGroup answers when those came first: the coordinator had
+    already removed the member), a member of the previous generation that neither rejoined nor left (until
+    the last JoinGroup answer).  The one that ended the hold is :attr:`Generation.slowest`.  A member that
+    left, or whose session (its last exchange with the coordinator plus the ``session_timeout_ms`` its
+    JoinGroup declared) expired, *before* the start held nobody: it is a :class:`Departure` with ``held``
+    false, not a wait.  The cause is named: a LeaveGroup that follows the member's last Fetch by about its
+    ``rebalance_timeout_ms`` (which the clients set to max.poll.interval.ms) is ``left after exceeding
+    max.poll.interval.ms``.  The followers' SyncGroups wait for the leader's, so a leader that syncs late
+    is waited for too.  A static member (``group.instance.id``) whose JoinGroup, with a new member id,
+    comes in a generation already complete replaced its old id without a rebalance (:class:`StaticRejoin`).
+
+    *Time without an owner* (:class:`OwnerGap`).  For each partition the previous generation assigned too:
+    from its old owner's last Fetch request for it (before the old owner rejoined or left) to the new
+    owner's first Fetch request for it after its SyncGroup answer; without such a Fetch, from the old
+    owner's LeaveGroup or estimated expiry.  Topics that Fetch v13+ names by id take their name from the
+    capture's Metadata answers (:class:`~kproto.capture.topic_names.TopicNames`).
 
     *Completeness*.  The leader's JoinGroup response lists every member of a generation.  When it is
     missing, or a listed member's JoinGroup is (the capture began mid-rebalance, or the member's
@@ -49,17 +66,19 @@ capture's group traffic is small next to its Fetch and Produce traffic.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from kproto import ErrorCode
 from kproto.capture.conversation import Exchange, Problem, ProblemKind, Record, decode_capture
 from kproto.capture.files import CaptureSource
+from kproto.capture.topic_names import METADATA, TopicNames
 from kproto.errors import KprotoError
 from kproto.group.consumer_codec import ConsumerProtocolCodec
 from kproto.message_facts import GROUP, entities
 
 __all__ = [
-    "GROUP_APIS", "GroupEvent", "MemberInfo", "MemberWait", "Generation", "Commit", "DuplicateRisk",
+    "GROUP_APIS", "PROTOCOL_STEPS", "GroupEvent", "MemberInfo", "MemberWait", "Departure", "OwnerGap",
+    "StaticRejoin", "Generation", "Commit", "DuplicateRisk",
     "EpochSummary", "GroupReport", "GroupAnalyzer", "analyse_groups", "analyse_capture", "error_name",
     "report_dict",
 ]
@@ -70,6 +89,10 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT = 11, 1
 #: The api keys whose exchanges become :class:`GroupEvent` items.
 GROUP_APIS = frozenset({OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
                         CONSUMER_GROUP_HEARTBEAT})
+
+#: (api, error) answers that are steps of the group protocol, not failures: a member's first JoinGroup
+#: (v4+) is answered MEMBER_ID_REQUIRED with its id, a Heartbeat REBALANCE_IN_PROGRESS announces a rebalance.
+PROTOCOL_STEPS = frozenset({("JoinGroup", "MEMBER_ID_REQUIRED"), ("Heartbeat", "REBALANCE_IN_PROGRESS")})
 
 #: Heartbeat answers that tell a member its generation is over.
 HEARTBEAT_ERRORS = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
@@ -117,6 +140,9 @@ class MemberInfo:
     last_seen_ns: Optional[int] = None
     left_ns: Optional[int] = None  #: time of its LeaveGroup request (or KIP-848 leave heartbeat)
     expired: bool = False  #: dropped from the group without leaving (session or rebalance timeout)
+    session_timeout_ms: Optional[int] = None  #: as its last JoinGroup declared it
+    #: as its last JoinGroup declared it (Java-like clients send their max.poll.interval.ms)
+    rebalance_timeout_ms: Optional[int] = None
     heartbeat_errors: Dict[str, int] = field(default_factory=dict)
 
 
@@ -127,6 +153,53 @@ class MemberWait:
     member_id: str
     waited_ms: Optional[float]
     reason: str
+
+
+@dataclass
+class Departure:
+    """A member of the previous generation that is not in this one: it ``left`` (LeaveGroup) or ``expired``.
+
+    ``time_ns`` is its LeaveGroup request, or for an expiry the estimate last heartbeat + session timeout
+    (None when the session timeout is unknown); ``held`` says whether the rebalance was waiting for it
+    (it was still a member when the rebalance began); ``cause`` says why, in words."""
+
+    member_id: str
+    kind: str  #: "left" or "expired"
+    time_ns: Optional[int]
+    cause: str
+    held: bool
+
+
+@dataclass
+class StaticRejoin:
+    """A static member (group.instance.id) that came back under a new member id without a rebalance: the
+    coordinator gave the new id the old one's place and assignment in the same generation."""
+
+    group_instance_id: str
+    old_member: str
+    new_member: str
+    time_ns: int  #: its JoinGroup request
+    assignment: Any = None  #: what its SyncGroup answer gave it
+    gaps: List["OwnerGap"] = field(default_factory=list)  #: its partitions between the two ids
+
+
+@dataclass
+class OwnerGap:
+    """A partition between two owners: from the old owner's last Fetch of it (or, without one, its leave or
+    expiry) to the new owner's first Fetch of it after the rebalance (see the module docs)."""
+
+    topic: str
+    partition: int
+    old_owner: str
+    new_owner: str
+    from_ns: int
+    from_what: str  #: "last fetch", "left" or "expired"
+    to_ns: int
+
+    @property
+    def gap_ms(self) -> float:
+        """How long nobody fetched the partition."""
+        return (self.to_ns - self.from_ns) / 1e6
 
 
 @dataclass
@@ -176,6 +249,9 @@ class Generation:
     assignments: Dict[str, Any] = field(default_factory=dict)
     left: List[str] = field(default_factory=list)
     expired: List[str] = field(default_factory=list)
+    departures: List[Departure] = field(default_factory=list)
+    owner_gaps: List[OwnerGap] = field(default_factory=list)
+    static_rejoins: List[StaticRejoin] = field(default_factory=list)
     commits_before: Dict[str, int] = field(default_factory=dict)  #: "topic-partition" -> last offset committed before the start
     commits_after: Dict[str, int] = field(default_factory=dict)  #: "topic-partition" -> first offset committed after the end
     duplicates: List[DuplicateRisk] = field(default_factory=list)
@@ -190,7 +266,7 @@ class Generation:
 
     @property
     def slowest(self) -> Optional[MemberWait]:
-        """The member the rebalance waited for longest (the one that held the group), if any."""
+        """The member whose rejoin, leave or expiry ended the hold (waited for longest), if any."""
         known = [w for w in self.waited_for if w.waited_ms is not None]
         return max(known, key=lambda w: w.waited_ms or 0.0) if known else (self.waited_for[0] if self.waited_for else None)
 
@@ -204,7 +280,8 @@ class EpochSummary:
     first_ns: Optional[int]
     last_ns: Optional[int]
     heartbeats: int = 0
-    assignment: Optional[Dict[str, List[int]]] = None  #: topic id -> partitions, as the coordinator sent it
+    #: topic -> partitions, as the coordinator sent it (a topic id the capture's Metadata does not name stays the id)
+    assignment: Optional[Dict[str, List[int]]] = None
     errors: Dict[str, int] = field(default_factory=dict)
 
 
@@ -296,6 +373,7 @@ class GroupAnalyzer:
         self._group_exchanges: List[Exchange] = []
         self._fetches: List[Exchange] = []
         self._problem_connections: Dict[str, List[str]] = {}
+        self.topic_names = TopicNames()
 
     def feed(self, record: Record) -> None:
         """One record of :func:`~kproto.capture.conversation.decode_capture` (other records are ignored)."""
@@ -304,6 +382,8 @@ class GroupAnalyzer:
                 self._group_exchanges.append(record)
             elif record.api_key == FETCH and record.request is not None:
                 self._fetches.append(record)
+            elif record.api_key == METADATA:
+                self.topic_names.feed(record)
         elif isinstance(record, Problem) and record.connection is not None and record.kind in (
                 ProblemKind.RESPONSE_WITHOUT_REQUEST, ProblemKind.CAPTURE_GAP, ProblemKind.INCOMPLETE_FRAME,
                 ProblemKind.RESYNC_SKIPPED, ProblemKind.DECODE_ERROR):
@@ -316,33 +396,46 @@ class GroupAnalyzer:
             group = _group_of(ex)
             if group is not None:
                 by_group.setdefault(group, []).append(ex)
-        positions = self._positions()
-        return [_GroupBuilder(group, exchanges, positions, self._problem_connections).build()
+        positions, fetch_times, fetch_requests = self._positions()
+        return [_GroupBuilder(group, exchanges, positions, self._problem_connections, fetch_times,
+                              fetch_requests, self.topic_names).build()
                 for group, exchanges in sorted(by_group.items())]
 
-    def _positions(self) -> Dict[Tuple[str, Optional[str]], Dict[str, List[_Position]]]:
-        """(host, client id) -> "topic-partition" -> fetch positions in time order."""
+    def _positions(self) -> Tuple[Dict[Tuple[str, Optional[str]], Dict[str, List[_Position]]],
+                                  Dict[Tuple[str, Optional[str]], Dict[str, List[int]]],
+                                  Dict[Tuple[str, Optional[str]], List[int]]]:
+        """(host, client id) -> "topic-partition" -> fetch positions in time order, the times of the
+        Fetch requests that named the partition, and (host, client id) -> the times of all its Fetch
+        requests.  Topics named by id (Fetch v13+) take their name from the
+        capture's Metadata answers."""
         out: Dict[Tuple[str, Optional[str]], Dict[str, List[_Position]]] = {}
+        times: Dict[Tuple[str, Optional[str]], Dict[str, List[int]]] = {}
+        every: Dict[Tuple[str, Optional[str]], List[int]] = {}
         for ex in sorted(self._fetches, key=lambda e: (_time(e), str(e.connection), e.correlation_id)):
             client = (ex.client.ip, getattr(ex.request_header, "client_id", None))
             parts = out.setdefault(client, {})
+            asked = times.setdefault(client, {})
+            every.setdefault(client, []).append(_time(ex))
             request: Any = ex.request
             for topic in request.topics or []:
-                name = _field(topic, ex.api_version, "topic")
+                name = self.topic_names.name(topic)
                 if not name:
-                    continue  # Fetch v13+ names topics by id only; positions need a name
+                    continue
                 for p in topic.partitions or []:
                     parts.setdefault(_key(name, p.partition), []).append(_Position(_time(ex), p.fetch_offset))
+                    asked.setdefault(_key(name, p.partition), []).append(_time(ex))
             if ex.response is None or ex.response_time_ns is None:
                 continue
             for topic in ex.response.responses or []:
-                name = _field(topic, ex.api_version, "topic")
-                for p in topic.partitions or [] if name else []:
+                name = self.topic_names.name(topic)
+                if not name:
+                    continue
+                for p in topic.partitions or []:
                     last = _last_offset(p.records)
                     if last is not None:
                         parts.setdefault(_key(name, p.partition_index), []).append(
                             _Position(ex.response_time_ns, last + 1))
-        return out
+        return out, times, every
 
 
 def _last_offset(records: Any) -> Optional[int]:
@@ -366,9 +459,15 @@ class _GroupBuilder:
 
     def __init__(self, group_id: str, exchanges: List[Exchange],
                  positions: Dict[Tuple[str, Optional[str]], Dict[str, List[_Position]]],
-                 problem_connections: Dict[str, List[str]]) -> None:
+                 problem_connections: Dict[str, List[str]],
+                 fetch_times: Optional[Dict[Tuple[str, Optional[str]], Dict[str, List[int]]]] = None,
+                 fetch_requests: Optional[Dict[Tuple[str, Optional[str]], List[int]]] = None,
+                 topic_names: Optional[TopicNames] = None) -> None:
+        self.topic_names = topic_names or TopicNames()
         self.exchanges = exchanges
         self.positions = positions
+        self.fetch_times = fetch_times or {}
+        self.fetch_requests = fetch_requests or {}
         self.report = GroupReport(group_id)
         self.generations: Dict[int, Generation] = {}
         self.member_of_connection: Dict[str, str] = {}
@@ -376,6 +475,8 @@ class _GroupBuilder:
         self.session_timeout_ms: Dict[str, int] = {}
         self.offset_answers: List[Tuple[int, str, str, int]] = []  # time, connection, "topic-partition", offset
         self.join_answered_ns: Dict[int, int] = {}  # generation -> last JoinGroup answer
+        self.static_sync_ns: Dict[str, int] = {}  # static member's new id -> its SyncGroup answer
+        self.shared: Set[Tuple[str, Optional[str]]] = set()  # (host, client id) two members used at once
         connections = {str(ex.connection) for ex in exchanges}
         for conn in sorted(connections):
             for kind in sorted(set(problem_connections.get(conn, []))):
@@ -417,6 +518,7 @@ class _GroupBuilder:
                 ex.response_time_ns, getattr(ex.request_header, "client_id", None), str(ex.client), server))
         report.coordinators = coordinators
         report.generations = [self.generations[g] for g in sorted(self.generations)]
+        self.shared = self.shared_clients()
         previous_ones: List[Optional[Generation]] = [None, *report.generations[:-1]]
         for previous, gen in zip(previous_ones, report.generations):
             self.complete(previous, gen)
@@ -488,11 +590,19 @@ class _GroupBuilder:
         instance = _field(req, v, "group_instance_id")
         member_id = req.member_id or (resp.member_id if resp is not None else "") or None
         if member_id:
-            self.member(member_id, ex, instance)
+            info = self.member(member_id, ex, instance)
             self.session_timeout_ms[member_id] = req.session_timeout_ms
+            info.session_timeout_ms = req.session_timeout_ms
+            rebalance_timeout = _field(req, v, "rebalance_timeout_ms")
+            info.rebalance_timeout_ms = rebalance_timeout if rebalance_timeout is not None and rebalance_timeout >= 0 \
+                else req.session_timeout_ms
         if resp is None or resp.error_code != ErrorCode.NONE:
             return member_id, None
         gen = self.generation(resp.generation_id)
+        replaced = self.static_replacement(gen, resp.member_id, instance)
+        if replaced is not None:
+            gen.static_rejoins.append(StaticRejoin(instance, replaced, resp.member_id, _time(ex)))
+            return resp.member_id, resp.generation_id
         gen.protocol_type = gen.protocol_type or req.protocol_type
         gen.protocol = gen.protocol or resp.protocol_name
         gen.leader = gen.leader or resp.leader
@@ -509,6 +619,17 @@ class _GroupBuilder:
                     self.report.members[m.member_id].group_instance_id = instance_id
         return resp.member_id, resp.generation_id
 
+    def static_replacement(self, gen: Generation, member_id: str, instance: Optional[str]) -> Optional[str]:
+        """The member id a static member's JoinGroup replaces inside an already complete generation."""
+        if not instance or not gen.members or member_id in gen.members \
+                or any(r.new_member == member_id for r in gen.static_rejoins):
+            return None
+        for old in gen.members:
+            info = self.report.members.get(old)
+            if info is not None and info.group_instance_id == instance and old in gen.syncs_ns:
+                return old
+        return None
+
     def read_sync(self, ex: Exchange) -> Tuple[Optional[str], Optional[int]]:
         req: Any = ex.request
         resp: Any = ex.response
@@ -517,6 +638,12 @@ class _GroupBuilder:
         self.member(member_id, ex, _field(req, v, "group_instance_id"))
         gen = self.generation(gen_id)
         ptype = gen.protocol_type or _field(req, v, "protocol_type")
+        rejoin = next((r for r in gen.static_rejoins if r.new_member == member_id), None)
+        if rejoin is not None:
+            if resp is not None and resp.error_code == ErrorCode.NONE:
+                rejoin.assignment = _decode_assignment(ptype, resp.assignment)
+                self.static_sync_ns[member_id] = ex.response_time_ns or _time(ex)
+            return member_id, gen_id
         for entry in req.assignments or []:  # the leader's request carries every member's assignment
             gen.assignments.setdefault(entry.member_id, _decode_assignment(ptype, entry.assignment))
         if resp is not None and resp.error_code == ErrorCode.NONE and ex.response_time_ns is not None:
@@ -580,7 +707,8 @@ class _GroupBuilder:
             if resp.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH):
                 info.expired = True
         elif resp is not None and resp.assignment is not None:
-            summary.assignment = {str(tp.topic_id): list(tp.partitions) for tp in resp.assignment.topic_partitions}
+            summary.assignment = {self.topic_names.resolve(str(tp.topic_id)): list(tp.partitions)
+                                  for tp in resp.assignment.topic_partitions}
         return member_id, epoch
 
     # --- per generation ------------------------------------------------------------------------------------
@@ -605,27 +733,41 @@ class _GroupBuilder:
             gen.end_ns = max(gen.syncs_ns.values())
         self.waits(previous, gen)
         self.offsets(previous, gen)
+        if previous is not None:
+            self.owner_gaps(previous, gen)
+        for rejoin in gen.static_rejoins:
+            self.static_gaps(gen, rejoin)
 
     def waits(self, previous: Optional[Generation], gen: Generation) -> None:
+        """Who held the rebalance: every member the coordinator knew when it began had to rejoin, leave or
+        expire before it answered the JoinGroups; each one whose rejoin/leave/expiry came after the start
+        is waited for until then (the last of them held the group).  A member that was already gone when
+        the rebalance began held nobody."""
         start = gen.start_ns
         joins_answered = self.join_answered_ns.get(gen.generation_id)
+        before = set(previous.members) if previous is not None else set()
         for member_id in sorted(gen.joins_ns, key=lambda m: gen.joins_ns[m]):
             t = gen.joins_ns[member_id]
             if start is not None and t > start:
-                gen.waited_for.append(MemberWait(member_id, (t - start) / 1e6, "joined late"))
+                gen.waited_for.append(MemberWait(member_id, (t - start) / 1e6,
+                                                 "rejoined late" if member_id in before else "joined late"))
         if previous is not None:
             for member_id in previous.members:
                 if member_id in gen.members:
                     continue
-                left = self.leaves.get(member_id)
-                if left is not None and (previous.start_ns is None or left >= previous.start_ns):
-                    gen.left.append(member_id)
+                departure = self.departure(previous, gen, member_id, joins_answered)
+                gen.departures.append(departure)
+                (gen.left if departure.kind == "left" else gen.expired).append(member_id)
+                if departure.kind == "expired":
+                    self.report.members.setdefault(member_id, MemberInfo(member_id)).expired = True
+                if not departure.held:
                     continue
-                gen.expired.append(member_id)
-                self.report.members.setdefault(member_id, MemberInfo(member_id)).expired = True
-                # the coordinator held every JoinGroup answer until it gave up on this member
-                waited = (joins_answered - start) / 1e6 if start is not None and joins_answered is not None else None
-                gen.waited_for.append(MemberWait(member_id, waited, "did not rejoin (removed by timeout)"))
+                # the coordinator held every JoinGroup answer until this member left or was removed
+                end = joins_answered
+                if departure.kind == "left" and departure.time_ns is not None:
+                    end = departure.time_ns if end is None else min(end, departure.time_ns)
+                waited = (end - start) / 1e6 if start is not None and end is not None else None
+                gen.waited_for.append(MemberWait(member_id, waited, departure.cause))
         if gen.leader and gen.leader in gen.syncs_ns and len(gen.syncs_ns) > 1:
             leader_sync = self.sync_request_time(gen, gen.leader)
             others = [self.sync_request_time(gen, m) for m in gen.syncs_ns if m != gen.leader]
@@ -633,6 +775,52 @@ class _GroupBuilder:
             if leader_sync is not None and first_other is not None and leader_sync > first_other:
                 gen.waited_for.append(MemberWait(gen.leader, (leader_sync - first_other) / 1e6,
                                                  "leader's SyncGroup came after the followers'"))
+
+    def departure(self, previous: Generation, gen: Generation, member_id: str,
+                  joins_answered: Optional[int]) -> Departure:
+        """How a member of ``previous`` that is not in ``gen`` went, and whether ``gen``'s rebalance waited."""
+        start = gen.start_ns
+        left = self.leaves.get(member_id)
+        info = self.report.members.get(member_id) or MemberInfo(member_id)
+        if left is not None and (previous.start_ns is None or left >= previous.start_ns):
+            cause = self.leave_cause(member_id, left)
+            if joins_answered is not None and start is not None and left > joins_answered:
+                # the coordinator answered the JoinGroups before this LeaveGroup: it had removed the member
+                rebalance = info.rebalance_timeout_ms
+                limit = f" {rebalance:,} ms" if rebalance is not None else ""
+                return Departure(member_id, "left", left, f"did not rejoin within the rebalance timeout{limit}: "
+                                 f"removed, then {cause}", held=True)
+            return Departure(member_id, "left", left, cause, held=start is not None and left > start)
+        session = info.session_timeout_ms
+        if session is None or info.last_seen_ns is None:
+            return Departure(member_id, "expired", None, "did not rejoin (removed by a timeout of unknown length)",
+                             held=True)
+        expiry = info.last_seen_ns + session * 1_000_000
+        cause = f"session expired {session:,} ms after its last heartbeat"
+        if start is not None and expiry <= start:
+            return Departure(member_id, "expired", expiry, cause, held=False)
+        rebalance = info.rebalance_timeout_ms
+        if joins_answered is not None and start is not None and rebalance is not None \
+                and joins_answered < expiry - _slack_ns(session):
+            cause = f"did not rejoin within the rebalance timeout {rebalance:,} ms (removed)"
+        return Departure(member_id, "expired", expiry, cause, held=True)
+
+    def leave_cause(self, member_id: str, left_ns: int) -> str:
+        """``left after exceeding max.poll.interval.ms N ms`` when the LeaveGroup follows the member's last
+        Fetch by about its rebalance timeout (which Java-like clients set to max.poll.interval.ms), else
+        ``left``."""
+        info = self.report.members.get(member_id)
+        client = self.fetches_of(member_id)
+        if info is None or client is None or info.rebalance_timeout_ms is None:
+            return "left"
+        interval = info.rebalance_timeout_ms
+        fetches = [t for t in self.fetch_requests.get(client, []) if t <= left_ns]
+        if not fetches:
+            return "left"
+        quiet = (left_ns - fetches[-1]) / 1e6
+        if interval * 0.8 <= quiet <= interval * 1.5 + 2000.0:
+            return f"left after exceeding max.poll.interval.ms {interval:,} ms (no Fetch for {quiet:,.0f} ms)"
+        return "left"
 
     def sync_request_time(self, gen: Generation, member_id: str) -> Optional[int]:
         for ex in self.exchanges:
@@ -658,6 +846,35 @@ class _GroupBuilder:
     def client_of(self, member_id: str) -> Optional[Tuple[str, Optional[str]]]:
         info = self.report.members.get(member_id)
         return (info.host, info.client_id) if info is not None and info.host is not None else None
+
+    def shared_clients(self) -> Set[Tuple[str, Optional[str]]]:
+        """(host, client id) pairs that two members used at the same time.  Clients at their defaults
+        share a client id ("rdkafka", "kafka-python-<version>"), so consumers on one host cannot be told
+        apart by their Fetch requests: owner gaps and poll-interval causes that need those are not
+        given for them (a group problem says so)."""
+        spans: Dict[Tuple[str, Optional[str]], List[Tuple[int, int, str]]] = {}
+        for info in self.report.members.values():
+            client = self.client_of(info.member_id)
+            if client is None or info.first_seen_ns is None:
+                continue
+            end = max(info.last_seen_ns or info.first_seen_ns, info.left_ns or 0)
+            spans.setdefault(client, []).append((info.first_seen_ns, end, info.member_id))
+        shared: Set[Tuple[str, Optional[str]]] = set()
+        for client, members in sorted(spans.items(), key=lambda kv: str(kv[0])):
+            members.sort()
+            together = [(a[2], b[2]) for a, b in zip(members, members[1:]) if b[0] <= a[1]]
+            if together:
+                shared.add(client)
+                self.report.problems.append(
+                    f"members {', '.join(sorted({m for pair in together for m in pair}))} share host {client[0]} and "
+                    f"client id {client[1]!r}: their Fetch requests cannot be told apart, so times without an "
+                    "owner and max.poll.interval.ms causes are not given for them")
+        return shared
+
+    def fetches_of(self, member_id: str) -> Optional[Tuple[str, Optional[str]]]:
+        """The (host, client id) whose Fetch requests are this member's, None when unknown or shared."""
+        client = self.client_of(member_id)
+        return None if client is None or client in self.shared else client
 
     def duplicates(self, previous: Generation, gen: Generation) -> None:
         owners_before = _owners(previous.assignments)
@@ -692,6 +909,58 @@ class _GroupBuilder:
         return None
 
 
+    def static_gaps(self, gen: Generation, rejoin: StaticRejoin) -> None:
+        """A restarted static member's partitions: from the old id's last Fetch to the new id's first."""
+        old_client, new_client = self.fetches_of(rejoin.old_member), self.fetches_of(rejoin.new_member)
+        synced = self.static_sync_ns.get(rejoin.new_member)
+        if old_client is None or new_client is None or synced is None:
+            return
+        for part in sorted(_owners({rejoin.new_member: rejoin.assignment})):
+            old = [t for t in self.fetch_times.get(old_client, {}).get(part, []) if t < rejoin.time_ns]
+            new = [t for t in self.fetch_times.get(new_client, {}).get(part, []) if t >= synced]
+            if old and new:
+                topic, _, partition = part.rpartition("-")
+                rejoin.gaps.append(OwnerGap(topic, int(partition), rejoin.old_member, rejoin.new_member, old[-1],
+                                            "last fetch", new[0]))
+
+    def owner_gaps(self, previous: Generation, gen: Generation) -> None:
+        """Per partition of ``gen`` that ``previous`` assigned too: the time nobody fetched it."""
+        owners_before = _owners(previous.assignments)
+        departures = {d.member_id: d for d in gen.departures}
+        for part, new_owner in sorted(_owners(gen.assignments).items()):
+            old_owner = owners_before.get(part)
+            new_client, synced = self.fetches_of(new_owner), gen.syncs_ns.get(new_owner)
+            if old_owner is None or new_client is None or synced is None:
+                continue
+            to = next((t for t in self.fetch_times.get(new_client, {}).get(part, []) if t >= synced), None)
+            if to is None:
+                continue
+            departure = departures.get(old_owner)
+            # eager protocols stop fetching when the member rejoins; a departed member fetches no more
+            limit = gen.joins_ns.get(old_owner, to)
+            if departure is not None and departure.kind == "left" and departure.time_ns is not None:
+                limit = min(limit, departure.time_ns)
+            old_client = self.fetches_of(old_owner)
+            floor = previous.end_ns if previous.end_ns is not None else previous.start_ns
+            old_fetches = self.fetch_times.get(old_client, {}).get(part, []) if old_client is not None else []
+            fetched = [t for t in old_fetches if t < limit and (floor is None or t >= floor)]
+            if fetched:
+                since, what = fetched[-1], "last fetch"
+            elif departure is not None and departure.time_ns is not None:
+                since, what = departure.time_ns, departure.kind
+            else:
+                continue
+            if since < to:
+                topic, _, partition = part.rpartition("-")
+                gen.owner_gaps.append(OwnerGap(topic, int(partition), old_owner, new_owner, since, what, to))
+
+
+def _slack_ns(session_ms: int) -> int:
+    """How far a measured expiry may lie from last heartbeat + session timeout (the coordinator checks
+    sessions on a timer and the last heartbeat's time is the request's, not its arrival's)."""
+    return max(1000, session_ms // 10) * 1_000_000
+
+
 def _owners(assignments: Dict[str, Any]) -> Dict[str, str]:
     owners: Dict[str, str] = {}
     for member_id, assignment in assignments.items():
@@ -718,6 +987,10 @@ def report_dict(report: GroupReport) -> Dict[str, Any]:
             "waited_for": [wait(w) for w in g.waited_for],
             "slowest_member": slowest.member_id if slowest is not None else None,
             "assignments": g.assignments, "left": g.left, "expired": g.expired,
+            "departures": [vars(d) for d in g.departures],
+            "owner_gaps": [{**vars(o), "gap_ms": o.gap_ms} for o in g.owner_gaps],
+            "static_rejoins": [{**vars(r), "gaps": [{**vars(o), "gap_ms": o.gap_ms} for o in r.gaps]}
+                               for r in g.static_rejoins],
             "commits_before": g.commits_before, "commits_after": g.commits_after,
             "duplicates": [{"topic": d.topic, "partition": d.partition, "old_owner": d.old_owner,
                             "new_owner": d.new_owner, "old_position": d.old_position, "new_start": d.new_start,

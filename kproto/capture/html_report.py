@@ -8,10 +8,16 @@ What goes in is aggregated (:class:`~kproto.capture.traffic_stats.TrafficStats` 
 without the routine successful heartbeats), so the page's size depends on the number of buckets, APIs,
 topics and group events worth seeing, not on the capture's size; plotly.js itself is about 4.7 MB.
 
-Rebalance timelines: one figure per group, a row per member.  Each generation's rebalance (start to end,
-when both are known) is shaded, the time each member waited between the start and its JoinGroup is a bar,
-the member the rebalance waited for longest is drawn in red, and the group-protocol exchanges are
-marked (errors in their own colour).
+Colours: every API keeps one colour in every figure, from a palette of 48 distinct colours (beyond 48
+APIs, which no capture has, colours repeat); latency is drawn on a logarithmic axis so that one
+multi-second JoinGroup does not flatten every other API to zero.
+
+Each group is told as a story: a timeline figure (a row per member; each rebalance shaded, labelled
+without overlap; a bar per member the rebalance waited for, the one that held it in red; the
+group-protocol exchanges marked, failures as crosses, protocol steps such as MEMBER_ID_REQUIRED as
+ordinary marks), then tables: the generations (who joined, left, expired, who was waited for and why),
+each generation's assignment, the partitions without an owner and for how long, the records processed
+twice, and the commits.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import datetime
 import html
 from typing import Any, Dict, List, Optional, Sequence
 
-from kproto.capture.groups import GroupReport
+from kproto.capture.groups import PROTOCOL_STEPS, Generation, GroupReport
 from kproto.capture.traffic_stats import DEFAULT_MAX_BUCKETS, Series, TrafficStats
 
 __all__ = ["MissingExtra", "require_plotly", "render_report", "PAGE_IDS"]
@@ -50,18 +56,40 @@ def _when(ns: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc)
 
 
-def _series_figure(go: Any, series: Series, title: str, yaxis: str) -> Any:
+def palette(plotly: Any) -> List[str]:
+    """48 distinct colours (plotly's Dark24 then Light24)."""
+    qualitative = plotly.colors.qualitative
+    return list(qualitative.Dark24) + list(qualitative.Light24)
+
+
+def api_colours(plotly: Any, stats: TrafficStats) -> Dict[str, str]:
+    """One colour per API the page draws, the same in every figure."""
+    apis = sorted({api for _, api in stats.requests})
+    colours = palette(plotly)
+    return {api: colours[i % len(colours)] for i, api in enumerate(apis)}
+
+
+def _series_figure(go: Any, series: Series, title: str, yaxis: str, colours: Optional[Dict[str, str]] = None,
+                   log: bool = False) -> Any:
     figure = go.Figure()
     x = [_when(t) for t in series.starts_ns]
     for name, values in series.values.items():
+        api, _, quantile = name.rpartition(" ") if name.endswith((" p50", " p99")) else (name, "", "")
+        line: Dict[str, Any] = {}
+        if colours is not None and api in colours:
+            line["color"] = colours[api]
+        if quantile == "p99":
+            line["dash"] = "dot"
         # markers too: a value between two empty buckets has no line to draw
         figure.add_trace(go.Scatter(x=x, y=values, name=name, mode="lines+markers", marker=dict(size=4),
-                                    connectgaps=False))
+                                    line=line, connectgaps=False, legendgroup=api))
     if not series.values:
         figure.add_annotation(text="nothing of this kind in the capture", showarrow=False,
                               xref="paper", yref="paper", x=0.5, y=0.5)
-    figure.update_layout(title=title, yaxis_title=yaxis, height=360, margin=dict(l=60, r=20, t=50, b=40),
-                         legend=dict(font=dict(size=10)))
+    figure.update_layout(title=title, yaxis_title=yaxis + (" (log scale)" if log else ""), height=360,
+                         margin=dict(l=60, r=20, t=50, b=40), legend=dict(font=dict(size=10)))
+    if log:
+        figure.update_yaxes(type="log")
     return figure
 
 
@@ -86,15 +114,17 @@ def _error_figure(go: Any, series: Series) -> Any:
 def _group_figure(go: Any, report: GroupReport) -> Any:
     members = list(report.members)
     figure = go.Figure()
-    for gen in report.generations:
+    for i, gen in enumerate(report.generations):
+        # labels of neighbouring generations take turns over three heights, so close rebalances stay readable
+        label = dict(yshift=-15 * (i % 3), font=dict(size=10))
         if gen.start_ns is not None and gen.end_ns is not None:
             figure.add_vrect(x0=_when(gen.start_ns), x1=_when(gen.end_ns), fillcolor="orange", opacity=0.18,
                              line_width=0, annotation_text=f"gen {gen.generation_id}: {gen.duration_ms:.0f} ms",
-                             annotation_position="top left")
+                             annotation_position="top left", annotation=label)
         elif gen.joins_ns:
             first = min(gen.joins_ns.values())
             figure.add_vline(x=_when(first).timestamp() * 1000, line_dash="dot", line_color="gray",
-                             annotation_text=f"gen {gen.generation_id}: duration unknown")
+                             annotation_text=f"gen {gen.generation_id}: duration unknown", annotation=label)
         slowest = gen.slowest
         for wait in gen.waited_for:
             if wait.waited_ms is None or gen.start_ns is None:
@@ -107,25 +137,110 @@ def _group_figure(go: Any, report: GroupReport) -> Any:
                 name=f"gen {gen.generation_id} waited for {wait.member_id}",
                 hovertemplate=f"gen {gen.generation_id}: waited {wait.waited_ms:.1f} ms ({html.escape(wait.reason)})"
                               "<extra></extra>", showlegend=False))
+    departures = [(gen.generation_id, d) for gen in report.generations for d in gen.departures if d.time_ns is not None]
+    for kind, symbol in (("left", "triangle-left"), ("expired", "x-thin-open")):
+        shown = [(g, d) for g, d in departures if d.kind == kind]
+        if shown:
+            figure.add_trace(go.Scatter(
+                x=[_when(d.time_ns) for _, d in shown if d.time_ns is not None], y=[d.member_id for _, d in shown],
+                mode="markers", name=kind, marker=dict(symbol=symbol, size=12, color="black", line=dict(width=2)),
+                text=[html.escape(f"gen {g}: {d.cause}" + ("" if d.held else "; held nobody")) for g, d in shown],
+                hovertemplate=f"{kind} %{{x}}: %{{text}}<extra></extra>"))
     kinds: Dict[str, List[Any]] = {}
     for event in report.events:
         if event.request_time_ns is None or event.member_id is None:
             continue
         if event.api in ("Heartbeat", "ConsumerGroupHeartbeat", "OffsetFetch") and event.error == "NONE":
             continue  # routine: thousands in a long capture, nothing to see
-        key = event.api if event.error in ("NONE", None) else f"{event.api} {event.error}"
+        if event.error in ("NONE", None):
+            key = event.api
+        elif (event.api, event.error) in PROTOCOL_STEPS:
+            key = f"{event.api} ({event.error}, a protocol step)"
+        else:
+            key = f"{event.api} {event.error}"
         kinds.setdefault(key, []).append(event)
     for key, events in sorted(kinds.items()):
-        failed = " " in key
+        failed = " " in key and "(" not in key
         figure.add_trace(go.Scatter(
             x=[_when(e.request_time_ns) for e in events], y=[e.member_id for e in events], mode="markers",
             name=key, marker=dict(symbol="x" if failed else "circle", size=9 if failed else 7),
             hovertemplate=f"{html.escape(key)} gen %{{text}} at %{{x}}<extra></extra>",
             text=[str(e.generation) for e in events]))
     figure.update_layout(title=f"Group {report.group_id}: rebalances (coordinator {report.coordinator})",
-                         height=140 + 40 * max(1, len(members)), margin=dict(l=260, r=20, t=60, b=40),
+                         height=160 + 40 * max(1, len(members)), margin=dict(l=260, r=20, t=80, b=40),
                          yaxis=dict(categoryorder="array", categoryarray=members, type="category"))
     return figure
+
+
+def _clock(ns: Optional[int]) -> str:
+    return "unknown" if ns is None else _when(ns).strftime("%H:%M:%S.%f")[:-3]
+
+
+def _ms(value: Optional[float]) -> str:
+    return "unknown" if value is None else f"{value:,.1f} ms"
+
+
+def _parts(value: Any) -> str:
+    if isinstance(value, dict) and all(isinstance(v, list) for v in value.values()):
+        return " ".join(f"{t}{sorted(ps)}" for t, ps in sorted(value.items())) or "(nothing)"
+    return "unknown" if value is None else str(value)
+
+
+def _table(table_id: str, caption: str, head: Sequence[str], rows: Sequence[Sequence[str]],
+           empty: str) -> str:
+    """An HTML table (cells escaped here), or a paragraph saying ``empty`` when there are no rows."""
+    if not rows:
+        return f'<p id="{table_id}" class="empty"><b>{html.escape(caption)}</b>: {html.escape(empty)}</p>'
+    header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return (f'<table id="{table_id}"><caption>{html.escape(caption)}</caption><thead><tr>{header}</tr></thead>'
+            f"<tbody>{body}</tbody></table>")
+
+
+#: Commits listed per group at most (the rest are counted).
+MAX_COMMIT_ROWS = 200
+
+
+def group_story(index: int, report: GroupReport) -> str:
+    """The tables that tell a group's story (see the module docs); ids ``group-<index>-<table>``."""
+    gens: List[Generation] = report.generations
+    before: List[List[str]] = [[]] + [g.members for g in gens[:-1]]
+    rows = []
+    for gen, previous in zip(gens, before):
+        waits = "; ".join(f"{w.member_id} {_ms(w.waited_ms)} ({w.reason})" for w in gen.waited_for) or "nobody"
+        slowest = gen.slowest
+        departed = [f"{d.member_id} ({d.cause}{'' if d.held else '; held nobody'})" for d in gen.departures]
+        rows.append([str(gen.generation_id), _clock(gen.start_ns), _clock(gen.end_ns), _ms(gen.duration_ms),
+                     str(gen.leader), ", ".join(m for m in gen.members if m not in previous) or "-",
+                     "; ".join(departed) or "-", waits, slowest.member_id if slowest is not None else "-"])
+    parts = [f'<section class="group" id="group-{index}-story"><h2>Group {html.escape(report.group_id)}</h2>',
+             _table(f"group-{index}-generations", "Generations", ["gen", "start", "end", "duration", "leader",
+                    "joined", "left / expired", "waited for (cause)", "held by"], rows, "no generation")]
+    assignments = [[str(g.generation_id), member, _parts(a)]
+                   for g in gens for member, a in sorted(g.assignments.items())]
+    assignments += [[str(g.generation_id), f"{r.new_member} (static {r.group_instance_id}, replaced {r.old_member})",
+                     _parts(r.assignment)] for g in gens for r in g.static_rejoins]
+    parts.append(_table(f"group-{index}-assignments", "Assignments", ["gen", "member", "partitions"], assignments,
+                        "no assignment in the capture"))
+    gaps = [[str(g.generation_id), f"{o.topic}[{o.partition}]", o.old_owner, o.new_owner,
+             f"{o.from_what} {_clock(o.from_ns)}", _clock(o.to_ns), _ms(o.gap_ms)]
+            for g in gens for o in [*g.owner_gaps, *(x for r in g.static_rejoins for x in r.gaps)]]
+    parts.append(_table(f"group-{index}-gaps", "Partitions without an owner",
+                        ["gen", "partition", "old owner", "new owner", "since", "until (first fetch)", "time"], gaps,
+                        "no partition changed hands between fetches seen in the capture"))
+    twice = [[str(g.generation_id), f"{d.topic}[{d.partition}]", d.old_owner, str(d.old_position), d.new_owner,
+              str(d.new_start), str(d.records)] for g in gens for d in g.duplicates]
+    parts.append(_table(f"group-{index}-twice", "Records processed twice",
+                        ["gen", "partition", "old owner", "had fetched to", "new owner", "starts at", "records"],
+                        twice, "none seen"))
+    commits = [[_clock(c.time_ns), str(c.member_id), str(c.generation), f"{c.topic}[{c.partition}]", str(c.offset),
+                str(c.error)] for c in report.commits[:MAX_COMMIT_ROWS]]
+    more = len(report.commits) - MAX_COMMIT_ROWS
+    parts.append(_table(f"group-{index}-commits", "Commits" + (f" (first {MAX_COMMIT_ROWS}, {more} more)" if more > 0
+                                                                else ""),
+                        ["time", "member", "gen", "partition", "offset", "answer"], commits, "no OffsetCommit"))
+    parts.append("</section>")
+    return "".join(parts)
 
 
 def render_report(stats: TrafficStats, groups: Sequence[GroupReport], *, title: str,
@@ -133,10 +248,13 @@ def render_report(stats: TrafficStats, groups: Sequence[GroupReport], *, title: 
     """The HTML page (a string) for ``stats`` and ``groups``; plotly.js is inlined once."""
     plotly = require_plotly()
     go = plotly.graph_objects
+    colours = api_colours(plotly, stats)
     figures = [
-        ("request-rate", _series_figure(go, stats.request_rate(max_buckets), "Requests per second by API", "req/s")),
+        ("request-rate", _series_figure(go, stats.request_rate(max_buckets), "Requests per second by API", "req/s",
+                                        colours)),
         ("latency", _series_figure(go, stats.latency_percentiles(max_buckets=max_buckets),
-                                   "Latency percentiles by API (request to response)", "ms")),
+                                   "Latency percentiles by API (request to response; p99 dotted)", "ms", colours,
+                                   log=True)),
         ("topic-bytes", _series_figure(go, stats.topic_bytes_series(max_buckets), "Record bytes by topic", "bytes")),
         ("topic-records", _series_figure(go, stats.topic_records_series(max_buckets), "Records by topic", "records")),
         ("errors", _error_figure(go, stats.error_series(max_buckets))),
@@ -145,7 +263,9 @@ def render_report(stats: TrafficStats, groups: Sequence[GroupReport], *, title: 
         figures.append((f"group-{i}", _group_figure(go, report)))
     parts = [f'<section class="plot" data-kind="{fid.split("-")[0]}">'
              + figure.to_html(full_html=False, include_plotlyjs=False, div_id=fid, config={"responsive": True})
-             + "</section>" for fid, figure in figures]
+             + "</section>" + (group_story(int(fid.split("-")[1]), groups[int(fid.split("-")[1])])
+                               if fid.startswith("group-") else "")
+             for fid, figure in figures]
     width_s = stats.bucket_ns(max_buckets) // 1_000_000_000
     summary = (f"{stats.exchanges} exchanges, {stats.problems} problems, {len(groups)} consumer groups; "
                f"buckets of {width_s} s")
@@ -157,7 +277,9 @@ def render_report(stats: TrafficStats, groups: Sequence[GroupReport], *, title: 
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title>"
         "<style>body{font-family:sans-serif;margin:1em 2em}section.plot{margin-bottom:1.5em}"
-        "h1{font-size:1.4em}</style>"
+        "h1{font-size:1.4em}h2{font-size:1.2em}table{border-collapse:collapse;margin:0 0 1.2em;font-size:.85em}"
+        "caption{text-align:left;font-weight:bold;padding:.3em 0}th,td{border:1px solid #ccc;padding:.2em .5em;"
+        "text-align:left;vertical-align:top}th{background:#f3f3f3}</style>"
         f"<script type=\"text/javascript\">{plotly.offline.get_plotlyjs()}</script></head><body>"
         f"<h1>{html.escape(title)}</h1><p id=\"summary\">{html.escape(summary)}</p>"
         + (f"<h2>Problems</h2><ul id=\"problems\">{notes}{group_notes}</ul>" if notes or group_notes else "")

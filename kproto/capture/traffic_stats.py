@@ -12,7 +12,13 @@ Latency percentiles come from a histogram per cell with :data:`BINS_PER_DECADE` 
 
 Records are counted from the record sets of Produce requests and Fetch responses (magic 2 batch headers
 give their count without decompressing; magic 0/1 sets are decoded); a record set that does not decode
-counts its bytes and no records.  Topics of Fetch v13+ and Produce v13 are named by id (``topic_id``).
+counts its bytes and no records.  Topics of Fetch v13+ and Produce v13 are named by id (``topic_id``):
+the capture's Metadata answers give their names (:class:`~kproto.capture.topic_names.TopicNames`), so a
+topic is one series however it was named; an id no Metadata answer names stays ``topic id <id>``.
+
+Answers that are steps of the group protocol rather than failures (:data:`~kproto.capture.groups.
+PROTOCOL_STEPS`: a first JoinGroup answered MEMBER_ID_REQUIRED, a Heartbeat answered
+REBALANCE_IN_PROGRESS) are not counted as errors.
 """
 
 from __future__ import annotations
@@ -20,10 +26,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, DefaultDict, Dict, Iterable, List, Optional, Tuple
+from typing import Any, DefaultDict, Dict, Iterable, List, Optional, Set, Tuple
 
 from kproto.capture.conversation import Exchange, Problem, Record
-from kproto.capture.groups import error_name
+from kproto.capture.groups import PROTOCOL_STEPS, error_name
+from kproto.capture.topic_names import TopicNames
 from kproto.message_facts import message_facts
 from kproto.errors import KprotoError
 
@@ -81,10 +88,13 @@ class TrafficStats:
         self.topic_bytes: DefaultDict[Tuple[int, str], int] = defaultdict(int)
         self.topic_records: DefaultDict[Tuple[int, str], int] = defaultdict(int)
         self.errors: DefaultDict[Tuple[int, str], int] = defaultdict(int)
+        self.steps: DefaultDict[Tuple[int, str], int] = defaultdict(int)  # answers that are protocol steps
         self.first_s: Optional[int] = None
         self.last_s: Optional[int] = None
         self.exchanges = 0
         self.problems = 0
+        self.topic_names = TopicNames()
+        self._by_id: Set[str] = set()  # topic keys that are ids (as text)
 
     def feed(self, record: Record) -> None:
         """One record of :func:`~kproto.capture.conversation.decode_capture`."""
@@ -96,6 +106,7 @@ class TrafficStats:
         if not isinstance(record, Exchange) or record.request_time_ns is None:
             return
         self.exchanges += 1
+        self.topic_names.feed(record)
         second = self._second(record.request_time_ns)
         api = record.api_name
         self.requests[(second, api)] += 1
@@ -107,6 +118,9 @@ class TrafficStats:
         if record.response is not None:
             facts = message_facts(None, record.response, record.api_version)
             for code in sorted(facts.error_codes):
+                if (api, error_name(code)) in PROTOCOL_STEPS:
+                    self.steps[(second, f"{api} {error_name(code)}")] += 1
+                    continue
                 self.errors[(second, f"{api} {error_name(code)}")] += 1
         if record.api_key == PRODUCE and record.request is not None:
             self._record_sets(second, record.request, "topic_data", "name", "partition_data", record.api_version)
@@ -122,7 +136,10 @@ class TrafficStats:
     def _record_sets(self, second: int, message: Any, topics_field: str, name_field: str, parts_field: str,
                      version: int) -> None:
         for topic in getattr(message, topics_field, None) or []:
-            name = getattr(topic, name_field, None) or str(getattr(topic, "topic_id", "") or "?")
+            name = getattr(topic, name_field, None)
+            if not name:
+                name = str(getattr(topic, "topic_id", "") or "?")
+                self._by_id.add(name)
             for part in getattr(topic, parts_field, None) or []:
                 records = getattr(part, "records", None)
                 if records is None or not len(records):
@@ -154,10 +171,19 @@ class TrafficStats:
         assert self.first_s is not None
         return (second - self.first_s) * 1_000_000_000 // width
 
-    def _sum_series(self, cells: Dict[Tuple[int, str], int], max_buckets: int, scale: float = 1.0) -> Series:
+    def topic_label(self, key: str) -> str:
+        """A topic's series name: its name, also for a key that is a topic id a Metadata answer named."""
+        if key not in self._by_id:
+            return key
+        name = self.topic_names.resolve(key)
+        return name if name != key else f"topic id {key}"
+
+    def _sum_series(self, cells: Dict[Tuple[int, str], int], max_buckets: int, scale: float = 1.0,
+                    topics: bool = False) -> Series:
         width, starts = self._buckets(max_buckets)
         series = Series(width, starts)
-        for (second, name), count in cells.items():
+        for (second, key), count in cells.items():
+            name = self.topic_label(key) if topics else key
             row = series.values.setdefault(name, [0.0] * len(starts))
             i = self._index(second, width)
             row[i] = (row[i] or 0.0) + count * scale
@@ -189,12 +215,16 @@ class TrafficStats:
 
     def topic_bytes_series(self, max_buckets: int = DEFAULT_MAX_BUCKETS) -> Series:
         """Record-set bytes per topic and bucket."""
-        return self._sum_series(self.topic_bytes, max_buckets)
+        return self._sum_series(self.topic_bytes, max_buckets, topics=True)
 
     def topic_records_series(self, max_buckets: int = DEFAULT_MAX_BUCKETS) -> Series:
         """Records per topic and bucket."""
-        return self._sum_series(self.topic_records, max_buckets)
+        return self._sum_series(self.topic_records, max_buckets, topics=True)
 
     def error_series(self, max_buckets: int = DEFAULT_MAX_BUCKETS) -> Series:
         """Error responses (``"<api> <error>"``) and capture problems per bucket."""
         return self._sum_series(self.errors, max_buckets)
+
+    def protocol_step_series(self, max_buckets: int = DEFAULT_MAX_BUCKETS) -> Series:
+        """Answers with an error code that are steps of the group protocol (``"<api> <error>"``) per bucket."""
+        return self._sum_series(self.steps, max_buckets)

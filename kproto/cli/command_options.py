@@ -18,6 +18,7 @@ __all__ = [
     "add_format_option",
     "add_color_option",
     "add_frame_input_options",
+    "add_show_secrets_option",
     "add_max_frame_option",
     "add_max_records_option",
     "open_binary_input",
@@ -96,6 +97,13 @@ def add_frame_input_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-version", type=int, metavar="V",
                         help="version of the request the responses answer (optional when the api has one version)")
     add_max_frame_option(parser)
+
+
+def add_show_secrets_option(parser: argparse.ArgumentParser) -> None:
+    """``--show-secrets``: SASL secrets are redacted in every command's output unless it is given."""
+    parser.add_argument("--show-secrets", action="store_true",
+                        help="show SASL secrets (passwords, SCRAM proofs, bearer tokens, opaque tokens) instead of "
+                             "redacting them")
 
 
 def resolve_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Tuple[str, Optional[int], Optional[int]]:

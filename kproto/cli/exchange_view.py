@@ -68,7 +68,8 @@ def exchange_json(exchange: Exchange, verbose: bool = False, max_records: Option
         "request": None if request is None else message_json(request, verbose, max_records, exchange.api_version),
         "request_error": error_json(exchange.request_error),
         "response_header": None if exchange.response_header is None else exchange.response_header.to_dict(),
-        "response": None if response is None else message_json(response, verbose, max_records, exchange.api_version),
+        "response": None if response is None else message_json(response, verbose, max_records,
+                                                                _response_version(exchange)),
         "response_error": error_json(exchange.response_error),
         "sasl_mechanism": exchange.sasl_mechanism,
     }
@@ -122,6 +123,11 @@ def exchange_line(exchange: Exchange, style: Style) -> str:
     return "  ".join(parts)
 
 
+def _response_version(exchange: Exchange) -> int:
+    """The version the response was read in (an ApiVersions refusal is read in v0 whatever was asked)."""
+    return exchange.api_version if exchange.response_version is None else exchange.response_version
+
+
 def _errors_text(exchange: Exchange, style: Style) -> str:
     failures: List[str] = []
     for what, error in (("request", exchange.request_error), ("response", exchange.response_error)):
@@ -139,8 +145,8 @@ def exchange_tree(exchange: Exchange, verbose: bool = True, max_records: Optiona
     """The decoded request and response under an exchange line (``pcap -v``)."""
     bodies = {"request": None if exchange.request is None else message_json(exchange.request, verbose, max_records,
                                                                             exchange.api_version),
-              "response": None if exchange.response is None else message_json(exchange.response, verbose,
-                                                                               max_records, exchange.api_version)}
+              "response": None if exchange.response is None else message_json(
+                  exchange.response, verbose, max_records, _response_version(exchange))}
     label_sasl_authenticate(bodies, exchange, show_secrets)
     for what, header in (("request", exchange.request_header), ("response", exchange.response_header)):
         body = bodies[what]

@@ -19,10 +19,13 @@ __all__ = ["add_parser", "run"]
 DESCRIPTION = """\
 Explain the consumer groups of a pcap or pcapng capture: members (member id, group instance id, client id,
 host), every generation (start at the first JoinGroup, end at the last SyncGroup answer, duration, leader,
-protocol, each member's assignment), the members the coordinator waited for and how long, members that
-left or expired, heartbeats answered REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID, the
-offsets committed before and after each rebalance, and partitions whose new owner starts below what the
-old owner had fetched (records processed twice).  KIP-848 groups (ConsumerGroupHeartbeat) are summarised
+protocol, each member's assignment), the members the coordinator waited for, how long and why (the one
+whose rejoin, LeaveGroup or expiry ended the hold is the "slowest member"), members that left or expired
+and how (after exceeding max.poll.interval.ms, session expired), static members that restarted without a
+rebalance, each partition's time without an owner (old owner's last Fetch to the new owner's first),
+heartbeats answered REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID, the offsets committed
+before and after each rebalance, and partitions whose new owner starts below what the old owner had
+fetched (records processed twice).  KIP-848 groups (ConsumerGroupHeartbeat) are summarised
 per member epoch.  What the capture does not show is printed as "unknown", never guessed."""
 
 
@@ -89,7 +92,10 @@ def report_lines(report: GroupReport) -> List[str]:
         extra = f"  instance {m.group_instance_id}" if m.group_instance_id else ""
         errors = "  heartbeat errors " + ", ".join(f"{k}×{n}" for k, n in sorted(m.heartbeat_errors.items())) \
             if m.heartbeat_errors else ""
-        lines.append(f"    {m.member_id}  client {m.client_id}  host {m.host}{extra}  {status}{errors}")
+        timeouts = f"  session {m.session_timeout_ms:,} ms" if m.session_timeout_ms is not None else ""
+        if m.rebalance_timeout_ms is not None:
+            timeouts += f"  rebalance {m.rebalance_timeout_ms:,} ms"
+        lines.append(f"    {m.member_id}  client {m.client_id}  host {m.host}{extra}{timeouts}  {status}{errors}")
     for g in report.generations:
         lines.append(f"  generation {g.generation_id}: {_time(g.start_ns)} -> {_time(g.end_ns)}  "
                      f"duration {_ms(g.duration_ms)}  leader {g.leader}  protocol {g.protocol_type}/{g.protocol}  "
@@ -98,13 +104,23 @@ def report_lines(report: GroupReport) -> List[str]:
             lines.append(f"    waited for {w.member_id}: {_ms(w.waited_ms)} ({w.reason})")
         slowest = g.slowest
         if slowest is not None:
-            lines.append(f"    slowest member: {slowest.member_id}")
+            lines.append(f"    slowest member: {slowest.member_id} (held the rebalance {_ms(slowest.waited_ms)}: "
+                         f"{slowest.reason})")
         for member_id, assignment in sorted(g.assignments.items()):
             lines.append(f"    assigned {member_id}: {_assignment(assignment)}")
-        for member_id in g.left:
-            lines.append(f"    left: {member_id}")
-        for member_id in g.expired:
-            lines.append(f"    expired: {member_id}")
+        for dep in g.departures:
+            when = "during the rebalance" if dep.held else "before the rebalance began: held nobody"
+            lines.append(f"    {dep.kind}: {dep.member_id} at {_time(dep.time_ns)} ({dep.cause}; {when})")
+        for r in g.static_rejoins:
+            lines.append(f"    static member {r.group_instance_id} restarted without a rebalance at "
+                         f"{_time(r.time_ns)}: "
+                         f"{r.old_member} replaced by {r.new_member}, assigned {_assignment(r.assignment)}")
+            for gap in r.gaps:
+                lines.append(f"      without an owner {gap.topic}[{gap.partition}]: {gap.gap_ms:,.1f} ms")
+        for gap in g.owner_gaps:
+            lines.append(f"    without an owner {gap.topic}[{gap.partition}]: {gap.gap_ms:,.1f} ms "
+                         f"({gap.old_owner} {gap.from_what} {_time(gap.from_ns)} -> {gap.new_owner} first fetch "
+                         f"{_time(gap.to_ns)})")
         if g.commits_before:
             lines.append("    committed before: " + _offsets(g.commits_before))
         if g.commits_after:

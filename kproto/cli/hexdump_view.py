@@ -11,7 +11,7 @@ Offsets are frame offsets (the size prefix is at 0), as in the worked examples o
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import kproto
 from kproto._generated.error_codes import name_in_context
@@ -19,11 +19,13 @@ from kproto.cli.json_values import bytes_json
 from kproto.cli.terminal_style import Style
 from kproto.reference import FieldRange
 
-__all__ = ["dump_lines", "range_json", "range_label", "BYTES_PER_ROW"]
+__all__ = ["dump_lines", "range_json", "range_label", "redact_ranges", "BYTES_PER_ROW", "REDACTED_HEX"]
 
 BYTES_PER_ROW = 16
 _HEX_WIDTH = BYTES_PER_ROW * 3 - 1
 _MAX_SHOWN = 48  # bytes of a value repeated in its label
+#: What stands in the hex column for a secret's bytes.
+REDACTED_HEX = "<redacted>"
 
 
 def range_label(r: FieldRange) -> str:
@@ -73,12 +75,33 @@ def _role(r: FieldRange, header_end: int) -> str:
     return "value"
 
 
-def dump_lines(data: bytes, ranges: List[FieldRange], header_end: int, style: Style) -> Iterator[str]:
-    """The text lines of the dump of ``data`` annotated by ``ranges``."""
+def redact_ranges(ranges: List[FieldRange], spans: Sequence[Tuple[int, int]], what: str) -> List[FieldRange]:
+    """``ranges`` with every range that touches a secret span replaced by one raw range saying
+    ``<redacted>`` (and ``what`` the secret is), so neither its value nor its bytes are shown."""
+    if not spans:
+        return ranges
+    out: List[FieldRange] = []
+    for r in ranges:
+        if any(r.start < end and start < r.end for start, end in spans):
+            out.append(FieldRange(r.path, "raw", r.start, r.end, f"<redacted> ({what})"))
+        else:
+            out.append(r)
+    return out
+
+
+def dump_lines(data: bytes, ranges: List[FieldRange], header_end: int, style: Style,
+               secret_spans: Optional[Sequence[Tuple[int, int]]] = None) -> Iterator[str]:
+    """The text lines of the dump of ``data`` annotated by ``ranges``; the bytes inside ``secret_spans``
+    are shown as :data:`REDACTED_HEX`, once per range, never as hex."""
     width = max(4, len(f"{max(len(data) - 1, 0):x}"))
     for r in ranges:
         role = _role(r, header_end)
         label = style(role, range_label(r))
+        if secret_spans and any(r.start < end and start < r.end for start, end in secret_spans):
+            marker = f"{REDACTED_HEX} {r.end - r.start} bytes"
+            yield f"{r.start:0{width}x}  {style('error', marker)}" + " " * max(1, _HEX_WIDTH - len(marker)) + \
+                "  " + label
+            continue
         for row_start in range(r.start, r.end, BYTES_PER_ROW):
             chunk = data[row_start: min(r.end, row_start + BYTES_PER_ROW)]
             hex_text = " ".join(f"{b:02x}" for b in chunk)

@@ -14,6 +14,7 @@ from kproto.cli.command_options import (
     add_format_option,
     add_max_frame_option,
     add_max_records_option,
+    add_show_secrets_option,
     open_binary_input,
 )
 from kproto.cli.filter_fields import FilterFields
@@ -77,8 +78,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="full decoded tree (text) / decoded record-set messages (JSON)")
     add_max_records_option(parser)
-    parser.add_argument("--show-secrets", action="store_true",
-                        help="show SASL secrets (passwords, SCRAM proofs, bearer tokens) instead of redacting them")
+    add_show_secrets_option(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--max-connections", type=int, default=DEFAULT_MAX_OPEN_CONNECTIONS, metavar="N",
                         help="TCP connections followed at once; past it the least recently active is dropped "

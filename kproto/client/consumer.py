@@ -336,6 +336,10 @@ class Consumer:
         self._ready = asyncio.Event()   # assignment settled and positions known
         self._failure: Optional[BaseException] = None
         self._tasks: List["asyncio.Task[None]"] = []
+        # The event loop keeps only weak references to tasks: one started and not awaited (a settle of
+        # positions, a group request, a fetch) can be garbage-collected mid-await, silently, leaving
+        # a member that never gets positions.  They are held here until they finish.
+        self._spawned: Set["asyncio.Future[None]"] = set()
         self._closed = False
 
     # ---------------------------------------------------------------- life cycle
@@ -387,7 +391,7 @@ class Consumer:
             raise KprotoError("assign() is for consumers without group_id")
         self._assigned = list(partitions)
         self._ready.clear()
-        asyncio.ensure_future(self._settle_positions(self._assigned, committed=False))
+        self._spawn(self._settle_positions(self._assigned, committed=False))
 
     def assignment(self) -> List[TopicPartition]:
         return list(self._assigned)
@@ -591,7 +595,7 @@ class Consumer:
         assert self.member is not None
         for action in actions:
             if isinstance(action, SendRequest):
-                asyncio.ensure_future(self._carry(action))
+                self._spawn(self._carry(action))
             elif isinstance(action, PartitionsRevoked):
                 self._ready.clear()
                 await self._call_listener("on_partitions_revoked", list(action.partitions))
@@ -601,9 +605,9 @@ class Consumer:
                 self._assigned = []
             elif isinstance(action, PartitionsAssigned):
                 self._assigned = list(action.partitions)
-                asyncio.ensure_future(self._settle_positions(self._assigned, committed=True))
+                self._spawn(self._settle_positions(self._assigned, committed=True))
             elif isinstance(action, MetadataNeeded):
-                asyncio.ensure_future(self._metadata_for_member(action.topics))
+                self._spawn(self._metadata_for_member(action.topics))
             elif isinstance(action, OffsetsCommitted):
                 waiter = self._commit_waiters.pop(action.request_id, None)
                 if waiter is not None and not waiter.done():
@@ -660,6 +664,11 @@ class Consumer:
         result = getattr(self.listener, method)(partitions)
         if inspect.isawaitable(result):
             await result
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
 
     # ---------------------------------------------------------------- positions
 
@@ -744,7 +753,7 @@ class Consumer:
                 for node, tps in groups.items():
                     if node not in self._fetching:
                         self._fetching.add(node)
-                        asyncio.ensure_future(self._fetch(node, tps))
+                        self._spawn(self._fetch(node, tps))
             await self._fetch_wake.wait()
 
     async def _fetch(self, node: int, partitions: List[TopicPartition]) -> None:
@@ -795,7 +804,7 @@ class Consumer:
                     continue  # sought, revoked or reassigned while the fetch was out
                 if p.error_code == _C.OFFSET_OUT_OF_RANGE:
                     self._positions.pop(tp, None)
-                    asyncio.ensure_future(self._settle_positions([tp], committed=False))
+                    self._spawn(self._settle_positions([tp], committed=False))
                     continue
                 if p.error_code:
                     self.cluster.forget_leader(*tp)

@@ -94,6 +94,7 @@ _ACKS = {0: 0, 1: 1, -1: -1, "all": -1}
 _CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 _RECORD_OVERHEAD = 22  # a bound on per-record framing, for the batch-size estimate
 _C = ErrorCode
+_INIT_RETRIABLE = frozenset({_C.GROUP_LOAD_IN_PROGRESS, _C.GROUP_COORDINATOR_NOT_AVAILABLE, _C.NOT_COORDINATOR_FOR_GROUP})
 _RETRIABLE_ALWAYS = {_C.OUT_OF_ORDER_SEQUENCE_NUMBER}
 #: answers that mean the broker does not know this producer id/epoch: a new one is taken, the batch retried
 _RESET_CODES = {_C.UNKNOWN_PRODUCER_ID, _C.INVALID_PRODUCER_EPOCH}
@@ -254,8 +255,16 @@ class Producer:
     async def _start(self) -> None:
         conn = await self.cluster.connection(None)
         if self._idempotence_wanted is not False and conn.supports(_INIT_PRODUCER_ID) and self.acks == -1:
-            response = await conn.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000))
-            assert isinstance(response, InitProducerIdResponse)
+            # A broker that has just started answers COORDINATOR_LOAD_IN_PROGRESS (or NOT_AVAILABLE) until
+            # it holds a block of producer ids: retriable, within the request timeout.
+            give_up = time.monotonic() + self.request_timeout_ms / 1000.0
+            while True:
+                response = await conn.request(InitProducerIdRequest(transactional_id=None,
+                                                                    transaction_timeout_ms=60000))
+                assert isinstance(response, InitProducerIdResponse)
+                if response.error_code not in _INIT_RETRIABLE or time.monotonic() > give_up:
+                    break
+                await asyncio.sleep(self.retry_backoff)
             if response.error_code != _C.NONE:
                 raise error_class(response.error_code)(f"InitProducerId from {conn.address} failed")
             self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch

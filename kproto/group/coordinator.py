@@ -297,9 +297,11 @@ class _Call:
 _Verdict = Union[ErrorCode, Handling, None]
 
 
-def _join_error(code: ErrorCode, member_id: str) -> JoinGroupResponse:
-    """A failed JoinGroup: no generation (Kafka answers 0 here up to v6, not the field's default −1), no leader."""
-    return JoinGroupResponse(error_code=code, generation_id=0, protocol_name="", member_id=member_id)
+def _join_error(code: ErrorCode, member_id: str, version: int) -> JoinGroupResponse:
+    """A failed JoinGroup: no generation (−1 in every version, as Kafka 3.9 and 4.1 answer; 0.9 said 0),
+    no leader, and no protocol name (null where the field is nullable, from v7)."""
+    return JoinGroupResponse(error_code=code, generation_id=-1, protocol_name=None if version >= 7 else "",
+                             member_id=member_id)
 
 
 class OtherGroups(Protocol):
@@ -602,7 +604,7 @@ class GroupCoordinator:
 
     def _answer_error(self, call: _Call, code: ErrorCode) -> None:
         if call.api is JoinGroupRequest:
-            self._reply(call.reply_to, _join_error(code, call.member_id))
+            self._reply(call.reply_to, _join_error(code, call.member_id, call.api_version))
         elif call.api is SyncGroupRequest:
             self._reply(call.reply_to, SyncGroupResponse(error_code=code))
         else:
@@ -661,7 +663,7 @@ class GroupCoordinator:
             self._replace_static_member(group, call, member_id)
         elif rule is NewMemberRule.REQUIRE_MEMBER_ID:
             group.pending[member_id] = self._now() + call.session_timeout_ms
-            self._reply(call.reply_to, _join_error(_C.MEMBER_ID_REQUIRED, member_id))
+            self._reply(call.reply_to, _join_error(_C.MEMBER_ID_REQUIRED, member_id, call.api_version))
         else:
             self._add_member(group, call, member_id, client_id, client_host)
 
@@ -779,7 +781,7 @@ class GroupCoordinator:
     def _answer_join_error(self, member: _Member, code: ErrorCode) -> None:
         if member.parked_join is not None:
             parked, member.parked_join = member.parked_join, None
-            self._reply(parked.reply_to, _join_error(code, member.member_id))
+            self._reply(parked.reply_to, _join_error(code, member.member_id, parked.api_version))
 
     # ---------------------------------------------------------------- SyncGroup
 

@@ -1,10 +1,15 @@
-"""Test helpers for code that talks to Kafka: :class:`MockBroker`, an in-memory broker.
+"""Test helpers for code that talks to Kafka.
 
-See :mod:`kproto.broker.mock` for how to run it from synchronous or asyncio code, and
-:mod:`kproto.pytest_plugin` for the ``kafka_broker`` pytest fixture built on it.
+* :class:`MockBroker` -- an in-memory broker (see :mod:`kproto.broker.mock` for running it from
+  synchronous or asyncio code);
+* :class:`ApacheKafka` -- a real Apache Kafka cluster started from jars (:mod:`kproto.testing.apache_kafka`);
+* :mod:`kproto.testing.jars` -- Maven artifacts resolved once into a cache, the classpath of Java peers.
+
+:mod:`kproto.pytest_plugin` builds the ``kafka_broker`` pytest fixture on the first two.
 """
 
 from kproto.broker.faults import Fault
 from kproto.broker.mock import MockBroker, StoredRecord
+from kproto.testing.apache_kafka import ApacheKafka, BrokerStartError
 
-__all__ = ["Fault", "MockBroker", "StoredRecord"]
+__all__ = ["ApacheKafka", "BrokerStartError", "Fault", "MockBroker", "StoredRecord"]
