@@ -397,7 +397,7 @@ class GroupCoordinator:
         other = self.other_groups
         if isinstance(request, JoinGroupRequest) and other is not None and request.group_id not in self._groups:
             if other.has_members(request.group_id):
-                self._reply(reply_to, _join_error(_C.INCONSISTENT_GROUP_PROTOCOL, ""))
+                self._reply(reply_to, _join_error(_C.INCONSISTENT_GROUP_PROTOCOL, "", api_version))
                 return self._take_replies()
             other.release_if_empty(request.group_id)
         if isinstance(request, JoinGroupRequest):
