@@ -20,8 +20,11 @@ as Kafka does with requests it cannot read.  Every answer is trimmed to the fiel
 
 The group APIs go to the sans-I/O :class:`~kproto.group.coordinator.GroupCoordinator`; each parked call
 carries an :class:`asyncio.Future` as its reply token, resolved when the coordinator releases the
-reply.  :meth:`BrokerCore.run_timers` drives the coordinator's deadlines (session expiry, join
-timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in ZooKeeper apart
+reply.  ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848) go to the sans-I/O
+:class:`~kproto.group.consumer_group.ConsumerGroupCoordinator`, which answers at once; it shares group
+ids and committed offsets with the classic coordinator, which asks it about OffsetCommit/OffsetFetch
+of its groups.  :meth:`BrokerCore.run_timers` drives both coordinators' deadlines (session expiry,
+join and revocation timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in ZooKeeper apart
 from the group coordinator (no group checks; "no offset" is UNKNOWN_TOPIC_OR_PARTITION).  Throttle
 times are 0.
 """
