@@ -12,6 +12,7 @@ from typing import Mapping, Optional
 
 from kproto.broker.append import DEFAULT_MESSAGE_MAX_BYTES
 from kproto.broker.producers import DEFAULT_MAX_PRODUCER_IDS
+from kproto.group.consumer_group import ConsumerGroupConfig
 from kproto.group.coordinator import CoordinatorConfig
 
 __all__ = ["BrokerConfig", "DEFAULT_BROKER_MAX_FRAME_SIZE", "default_max_connections"]
@@ -73,6 +74,8 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    #: The ``group.consumer.*`` settings of KIP-848 consumer groups.
+    consumer_group: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
     cluster_id: str = "kproto-mock-cluster"
     max_partitions_per_topic: int = 10_000
     sasl_plain_users: Optional[Mapping[str, str]] = None

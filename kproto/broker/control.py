@@ -28,6 +28,7 @@ from kproto.broker.served_versions import ApiTable, Handler, VersionTable, api_v
 from kproto.connection.server import RequestReceived
 from kproto.message_base import Message
 from kproto.messages import (
+    ApiVersionsResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteTopicsResponse,
@@ -48,6 +49,10 @@ _OMITTED = -2147483648  # "not asked for" in an authorised-operations field
 _KEY_TYPES = {0: "group", 1: "transaction"}
 # KIP-511: client software names and versions a broker accepts in ApiVersions v3+.
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+#: Features (name, level) ApiVersions v3+ reports as supported up to and finalized at that level.
+_FEATURES = (("group.version", 1),)
+_FEATURES_EPOCH = 1
 
 # Config types and sources as DescribeConfigs v1+/v3+ report them.
 _BOOLEAN, _STRING, _INT, _LONG, _LIST = 1, 2, 3, 5, 7
@@ -88,7 +93,15 @@ class ControlPlane:
         if request.api_version >= 3 and not (_SOFTWARE.fullmatch(req.client_software_name or "")
                                              and _SOFTWARE.fullmatch(req.client_software_version or "")):
             return api_versions_response({}, _C.INVALID_REQUEST)
-        return api_versions_response(self.served, _C.NONE)
+        response = api_versions_response(self.served, _C.NONE)
+        # v3+: the feature levels, as a Kafka 4 broker tells them.  ``group.version`` 1 is what lets a
+        # client use the KIP-848 consumer group protocol (ConsumerGroupHeartbeat).
+        S, F = ApiVersionsResponse.SupportedFeatureKey, ApiVersionsResponse.FinalizedFeatureKey
+        response.supported_features = [S(name=name, min_version=0, max_version=level) for name, level in _FEATURES]
+        response.finalized_features_epoch = _FEATURES_EPOCH
+        response.finalized_features = [F(name=name, min_version_level=level, max_version_level=level)
+                                       for name, level in _FEATURES]
+        return response
 
     # ---------------------------------------------------------------- Metadata
 

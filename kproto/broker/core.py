@@ -20,8 +20,11 @@ as Kafka does with requests it cannot read.  Every answer is trimmed to the fiel
 
 The group APIs go to the sans-I/O :class:`~kproto.group.coordinator.GroupCoordinator`; each parked call
 carries an :class:`asyncio.Future` as its reply token, resolved when the coordinator releases the
-reply.  :meth:`BrokerCore.run_timers` drives the coordinator's deadlines (session expiry, join
-timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in ZooKeeper apart
+reply.  ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848) go to the sans-I/O
+:class:`~kproto.group.consumer_group.ConsumerGroupCoordinator`, which answers at once; it shares group
+ids and committed offsets with the classic coordinator, which asks it about OffsetCommit/OffsetFetch
+of its groups.  :meth:`BrokerCore.run_timers` drives both coordinators' deadlines (session expiry,
+join and revocation timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in ZooKeeper apart
 from the group coordinator (no group checks; "no offset" is UNKNOWN_TOPIC_OR_PARTITION).  Throttle
 times are 0.
 """
@@ -47,6 +50,8 @@ from kproto.connection.server import RequestReceived
 from kproto.errors import ProtocolError, UnsupportedVersionError
 from kproto.group.coordinator import SERVED_VERSIONS as COORDINATOR_VERSIONS
 from kproto.group.coordinator import GroupCoordinator, Reply
+from kproto.group.consumer_group import ConsumerGroupCoordinator
+from kproto.group.consumer_group_rules import SERVED_VERSIONS as CONSUMER_GROUP_VERSIONS
 from kproto.message_base import Message
 from kproto.messages import OffsetCommitResponse, OffsetFetchResponse
 
@@ -101,6 +106,13 @@ class BrokerCore:
                                node_ids=config.node_ids, replication_factor=config.default_replication_factor,
                                min_insync_replicas=config.min_insync_replicas)
         self.coordinator = GroupCoordinator(config.coordinator)
+        #: KIP-848 consumer groups (ConsumerGroupHeartbeat); they share the group ids and offsets of
+        #: the classic coordinator, which routes OffsetCommit/OffsetFetch of their groups to them.
+        self.consumer_groups = ConsumerGroupCoordinator(
+            config.consumer_group, topic_partitions=self.cluster.topics, topic_ids=self.cluster.topic_ids,
+            offsets=self.coordinator.offsets,
+            classic_has_members=self.coordinator.has_members, release_classic=self.coordinator.release_if_empty)
+        self.coordinator.other_groups = self.consumer_groups
         #: Produce, Fetch, ListOffsets, InitProducerId and transactions (kproto.broker.data_plane); the
         #: offsets a transaction commits go to the group coordinator's store.
         self.data = DataPlane(config, self.cluster, commit_offsets=lambda group_id, offsets:
@@ -123,6 +135,8 @@ class BrokerCore:
         # The coordinator takes and answers the group APIs' wire messages as they are.
         for request_class in COORDINATOR_VERSIONS:
             self._handlers.setdefault(request_class.API_KEY, self._ask)
+        for request_class in CONSUMER_GROUP_VERSIONS:
+            self._handlers[request_class.API_KEY] = self._ask_consumer_groups
 
     @property
     def produce_decompressed_bytes(self) -> int:
@@ -257,6 +271,14 @@ class BrokerCore:
         self._event("_timers_changed").set()
         return await future
 
+    async def _ask_consumer_groups(self, request: RequestReceived, client_host: str) -> Message:
+        """ConsumerGroupHeartbeat and ConsumerGroupDescribe: answered at once, never parked."""
+        answer = self.consumer_groups.handle(request.message, request.api_version,
+                                             client_id=request.header.client_id or "", client_host=client_host,
+                                             now_ms=monotonic_ms())
+        self._event("_timers_changed").set()
+        return answer
+
     @staticmethod
     def _deliver(replies: List[Reply]) -> None:
         for reply in replies:
@@ -269,10 +291,12 @@ class BrokerCore:
         changed = self._event("_timers_changed")
         while True:
             changed.clear()
-            deadline = self.coordinator.next_deadline_ms()
-            timeout = None if deadline is None else max(deadline - monotonic_ms(), 0) / 1000.0
+            deadlines = [d for d in (self.coordinator.next_deadline_ms(), self.consumer_groups.next_deadline_ms())
+                         if d is not None]
+            timeout = max(min(deadlines) - monotonic_ms(), 0) / 1000.0 if deadlines else None
             await wait_event(changed, timeout)
             self._deliver(self.coordinator.tick(monotonic_ms()))
+            self.consumer_groups.tick(monotonic_ms())
 
     #: OffsetCommit/OffsetFetch v0: the ZooKeeper-era offsets this module keeps apart from the
     #: coordinator (v1+ of both go on to it, so the handlers serve the merged range).
@@ -284,4 +308,5 @@ class BrokerCore:
 #: :meth:`BrokerCore.handle` enforces it.
 SERVED_VERSIONS: VersionTable = served_table(
     DATA_PLANE_VERSIONS, versions_of(BrokerCore.API_TABLE), CONTROL_PLANE_VERSIONS, SASL_VERSIONS,
-    {request.API_KEY: served for request, served in COORDINATOR_VERSIONS.items()})
+    {request.API_KEY: served for request, served in COORDINATOR_VERSIONS.items()},
+    {request.API_KEY: served for request, served in CONSUMER_GROUP_VERSIONS.items()})
