@@ -86,15 +86,17 @@ from kproto.errors import KprotoError
 from kproto.messages import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 from kproto.records import RecordSet, encode_message_set, encode_record_batch
 
-__all__ = ["Producer", "ProducerClosedError", "RecordMetadata"]
+__all__ = ["BufferFullError", "InvalidRecordError", "Producer", "ProducerClosedError", "RecordMetadata",
+           "RecordTooLargeError"]
 
 _PRODUCE = 0
 _INIT_PRODUCER_ID = 22
 _ACKS = {0: 0, 1: 1, -1: -1, "all": -1}
 _CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 _RECORD_OVERHEAD = 22  # a bound on per-record framing, for the batch-size estimate
+_BATCH_OVERHEAD = 61  # a magic 2 batch's header: a one-record batch is this much larger than its record
 _C = ErrorCode
-_INIT_RETRIABLE = frozenset({_C.GROUP_LOAD_IN_PROGRESS, _C.GROUP_COORDINATOR_NOT_AVAILABLE, _C.NOT_COORDINATOR_FOR_GROUP})
+_BATCH_OVERHEAD = 61  # a magic 2 batch's header: a one-record batch is this much larger than the record
 _RETRIABLE_ALWAYS = {_C.OUT_OF_ORDER_SEQUENCE_NUMBER}
 #: answers that mean the broker does not know this producer id/epoch: a new one is taken, the batch retried
 _RESET_CODES = {_C.UNKNOWN_PRODUCER_ID, _C.INVALID_PRODUCER_EPOCH}
@@ -104,6 +106,23 @@ Partitioner = Callable[[str, Optional[bytes], int], int]
 
 class ProducerClosedError(KprotoError):
     """``send`` after ``close``, or a record still unsent when ``close(timeout)`` ran out."""
+
+
+class BufferFullError(KprotoError):
+    """``send_nowait`` when ``max_buffered_records`` records are already waiting (``send`` would wait)."""
+
+
+class InvalidRecordError(KprotoError, ValueError):
+    """A record that cannot be sent as given: ``index`` is its position in a ``send_batch`` call (``None``
+    for a single send).  Nothing of the call was queued."""
+
+    def __init__(self, message: str, index: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class RecordTooLargeError(InvalidRecordError):
+    """A record whose batch alone would be larger than ``max_request_size`` (Kafka's ``max.request.size``)."""
 
 
 class RecordMetadata:
@@ -172,6 +191,7 @@ class Producer:
         max_block_ms: int = 60000,
         delivery_timeout_ms: int = 120000,
         connect_timeout_ms: int = 10000,
+        max_request_size: int = 1048576,
     ) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
@@ -204,6 +224,7 @@ class Producer:
                                    max_in_flight=max_in_flight, retry_backoff_ms=retry_backoff_ms,
                                    request_timeout_ms=request_timeout_ms, connect_timeout_ms=connect_timeout_ms)
         self.max_buffered_records = max_buffered_records
+        self.max_request_size = max_request_size
         self._queues: Dict[Tuple[str, int], Deque[_Batch]] = {}
         self._holding: Dict[str, List[Tuple[Any, ...]]] = {}
         self._holding_since: Dict[str, float] = {}
@@ -349,16 +370,115 @@ class Producer:
         partition: Optional[int] = None,
         timestamp_ms: Optional[int] = None,
     ) -> "asyncio.Future[RecordMetadata]":
-        """Queue one record; returns the future of its :class:`RecordMetadata` (see the module docstring)."""
+        """Queue one record; returns the future of its :class:`RecordMetadata` (see the module docstring).
+
+        Waits only for buffer room (at most ``max_block_ms``).  A record too large for one request raises
+        :class:`RecordTooLargeError` at once."""
         if self._closing:
             raise ProducerClosedError("send() on a closed producer")
         if self._buffered >= self.max_buffered_records:
-            self._room.clear()
-            try:
-                await asyncio.wait_for(self._room.wait(), self.max_block)
-            except asyncio.TimeoutError:
-                raise ClientTimeoutError(f"send(): {self._buffered} records buffered (max_buffered_records) "
-                                         f"and no room within {self.max_block * 1000:.0f} ms (max_block_ms)") from None
+            await self._wait_for_room("send()")
+        return self._enqueue(topic, value, key, headers, partition, timestamp_ms)
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: Optional[bytes],
+        *,
+        key: Optional[bytes] = None,
+        headers: Optional[Headers] = None,
+        partition: Optional[int] = None,
+        timestamp_ms: Optional[int] = None,
+    ) -> "asyncio.Future[RecordMetadata]":
+        """:meth:`send` without a coroutine: queues the record and returns its future at once.
+
+        Call it from the event loop's thread, with the loop running.  Where ``send`` would wait for buffer
+        room, raises :class:`BufferFullError` instead (the record is not queued: await a future, or
+        :meth:`flush`, and send it again).  The future's bounds are ``send``'s."""
+        if self._closing:
+            raise ProducerClosedError("send_nowait() on a closed producer")
+        if self._buffered >= self.max_buffered_records:
+            raise BufferFullError(f"send_nowait(): {self._buffered} records buffered (max_buffered_records)")
+        return self._enqueue(topic, value, key, headers, partition, timestamp_ms)
+
+    async def send_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        headers: Any = None,
+        partition: Optional[int] = None,
+        timestamp_ms: Optional[int] = None,
+    ) -> "asyncio.Future[List[RecordMetadata]]":
+        """Queue many records for ``topic`` at once; returns one future of their :class:`RecordMetadata`,
+        in the order given (or of the first error of any of them).
+
+        ``values`` (and ``keys``, ``headers`` when given) are columns of one length: sequences, numpy arrays
+        of objects or pyarrow binary arrays; a value or key is ``bytes`` or ``None``, the headers of a
+        record a sequence of ``(str, bytes | None)`` pairs.  Every record is checked before any is queued:
+        a column of another length, a value that is not ``bytes``, or a record too large for one request
+        raises :class:`InvalidRecordError` (:class:`RecordTooLargeError`) naming the record's index, and
+        nothing of the call is sent.  Waits for buffer room as :meth:`send` does, once for the call (the
+        buffer may then hold up to ``len(values) - 1`` records more than ``max_buffered_records``)."""
+        if self._closing:
+            raise ProducerClosedError("send_batch() on a closed producer")
+        value_list = _column(values, "values")
+        n = len(value_list)
+        key_list = _column(keys, "keys") if keys is not None else None
+        header_list = _column(headers, "headers") if headers is not None else None
+        for name, column in (("keys", key_list), ("headers", header_list)):
+            if column is not None and len(column) != n:
+                raise InvalidRecordError(f"send_batch(): {len(column)} {name} for {n} values",
+                                         index=min(len(column), n))
+        limit = self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD
+        for i in range(n):
+            value = value_list[i]
+            if value is not None and type(value) is not bytes:
+                raise InvalidRecordError(f"send_batch(): record {i}: the value is {type(value).__name__}, "
+                                         "not bytes or None", index=i)
+            size = len(value) if value is not None else 0
+            if key_list is not None:
+                key = key_list[i]
+                if key is not None and type(key) is not bytes:
+                    raise InvalidRecordError(f"send_batch(): record {i}: the key is {type(key).__name__}, "
+                                             "not bytes or None", index=i)
+                size += len(key) if key is not None else 0
+            if header_list is not None and header_list[i]:
+                size += _headers_size(header_list[i], i)
+            if size > limit:
+                raise RecordTooLargeError(f"send_batch(): record {i} of {size} bytes is too large for one request "
+                                          f"of max_request_size {self.max_request_size}", index=i)
+        if self._buffered >= self.max_buffered_records:
+            await self._wait_for_room("send_batch()")
+            if self._closing:
+                raise ProducerClosedError("send_batch() on a producer closed while it waited for room")
+        enqueue = self._enqueue_checked
+        futures = [enqueue(topic, value_list[i], key_list[i] if key_list is not None else None,
+                           header_list[i] if header_list is not None else None, partition, timestamp_ms)
+                   for i in range(n)]
+        return asyncio.gather(*futures)
+
+    async def _wait_for_room(self, call: str) -> None:
+        self._room.clear()
+        try:
+            await asyncio.wait_for(self._room.wait(), self.max_block)
+        except asyncio.TimeoutError:
+            raise ClientTimeoutError(f"{call}: {self._buffered} records buffered (max_buffered_records) "
+                                     f"and no room within {self.max_block * 1000:.0f} ms (max_block_ms)") from None
+
+    def _enqueue(self, topic: str, value: Optional[bytes], key: Optional[bytes], headers: Optional[Headers],
+                 partition: Optional[int], timestamp_ms: Optional[int]) -> "asyncio.Future[RecordMetadata]":
+        size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        if headers:
+            size += _headers_size(headers, None)
+        if size > self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD:
+            raise RecordTooLargeError(f"a record of {size} bytes is too large for one request of max_request_size "
+                                      f"{self.max_request_size}")
+        return self._enqueue_checked(topic, value, key, headers, partition, timestamp_ms)
+
+    def _enqueue_checked(self, topic: str, value: Optional[bytes], key: Optional[bytes],
+                         headers: Optional[Headers], partition: Optional[int],
+                         timestamp_ms: Optional[int]) -> "asyncio.Future[RecordMetadata]":
         future: "asyncio.Future[RecordMetadata]" = asyncio.get_running_loop().create_future()
         ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
         record = (key, value, ts, headers or ())
@@ -720,6 +840,33 @@ class Producer:
             self._room.set()
         if self._buffered == 0:
             self._idle.set()
+
+
+def _column(column: Any, name: str) -> Sequence[Any]:
+    """A ``send_batch`` column as a sequence: pyarrow arrays give Python objects, numpy arrays a list."""
+    if hasattr(column, "to_pylist"):  # pyarrow Array / ChunkedArray
+        return column.to_pylist()  # type: ignore[no-any-return]
+    if hasattr(column, "tolist"):  # numpy
+        return column.tolist()  # type: ignore[no-any-return]
+    if isinstance(column, (bytes, str)):
+        raise InvalidRecordError(f"send_batch(): {name} must be a column of records, not one {type(column).__name__}")
+    return column if isinstance(column, (list, tuple)) else list(column)
+
+
+def _headers_size(headers: Any, index: Optional[int]) -> int:
+    where = f"record {index}: " if index is not None else ""
+    size = 0
+    try:
+        for hkey, hvalue in headers:
+            if type(hkey) is not str or (hvalue is not None and type(hvalue) is not bytes):
+                raise InvalidRecordError(f"{where}a header must be a (str, bytes | None) pair, not "
+                                         f"({type(hkey).__name__}, {type(hvalue).__name__})", index=index)
+            size += len(hkey.encode("utf-8")) + (len(hvalue) if hvalue is not None else 0) + 10
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, InvalidRecordError):
+            raise
+        raise InvalidRecordError(f"{where}headers must be (str, bytes | None) pairs: {exc}", index=index) from None
+    return size
 
 
 def _earliest(a: Optional[float], b: float) -> float:
