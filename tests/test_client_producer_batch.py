@@ -88,7 +88,9 @@ def test_send_batch_from_numpy_and_pyarrow_columns(encoder: Any) -> None:
                 first = await producer.send_batch("t", np.array([b"a", b"b", None], dtype=object))
                 second = await producer.send_batch("t", pa.array([b"c", None], pa.binary()),
                                                    keys=pa.chunked_array([[b"x"], [b"y"]], pa.binary()))
-                assert [m.offset for m in await first] == [0, 1, 2]
+                sent = await first
+                assert [m.offset for m in sent] == [0, 1, 2] and len(sent) == 3
+                assert sent[-1].offset == 2 and [m.offset for m in sent[1:]] == [1, 2]
                 assert [m.offset for m in await second] == [3, 4]
             records = stored(broker, "t", 0)
             assert [(r.key, r.value) for r in records] == [(None, b"a"), (None, b"b"), (None, None),
@@ -144,4 +146,18 @@ def test_send_nowait_refuses_when_the_buffer_is_full(encoder: Any) -> None:
                 producer.send_nowait("t", b"late")
             with pytest.raises(ProducerClosedError):
                 await producer.send_batch("t", [b"late"])
+    run(main)
+
+
+def test_send_batch_waits_behind_records_held_for_metadata(encoder: Any) -> None:
+    async def main() -> None:
+        async with MockBroker(topics={"t": 3}) as broker:
+            async with Producer(broker.bootstrap_servers) as producer:
+                assert "t" not in producer.cluster.partitions  # so the first records are held
+                singles = [producer.send_nowait("t", b"%d" % i) for i in range(5)]
+                outcome = await producer.send_batch("t", [b"%d" % i for i in range(5, 10)])
+                partition = (await singles[0]).partition
+                assert {(await f).partition for f in singles} == {partition}
+                assert {m.partition for m in await outcome} == {partition}
+            assert [r.value for r in stored(broker, "t", partition)] == [b"%d" % i for i in range(10)]
     run(main)
