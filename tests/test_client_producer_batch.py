@@ -161,3 +161,17 @@ def test_send_batch_waits_behind_records_held_for_metadata(encoder: Any) -> None
                 assert {m.partition for m in await outcome} == {partition}
             assert [r.value for r in stored(broker, "t", partition)] == [b"%d" % i for i in range(10)]
     run(main)
+
+
+def test_send_batch_fills_batches_up_to_the_request_size(encoder: Any) -> None:
+    async def main() -> None:
+        async with MockBroker(topics={"t": 1}) as broker:
+            async with Producer(broker.bootstrap_servers, batch_size=1000, bulk_batch_size=20_000) as producer:
+                outcome = await producer.send_batch("t", [b"v" * 100] * 300)
+                await producer.flush()
+                assert [m.offset for m in outcome.result()] == list(range(300))
+            # the caller's records are already a batch: about 12 KB a batch here, not batch_size's 1000 B
+            counts = [b.records_count for b in decode_records(broker.log_bytes("t", 0)).batches]
+            assert sum(counts) == 300 and len(counts) == 2 and all(len(b"v" * 100) * c < 20_000 for c in counts)
+    run(main)
+

@@ -102,6 +102,7 @@ _INIT_RETRIABLE = frozenset({_C.GROUP_LOAD_IN_PROGRESS, _C.GROUP_COORDINATOR_NOT
 _RETRIABLE_ALWAYS = {_C.OUT_OF_ORDER_SEQUENCE_NUMBER}
 #: answers that mean the broker does not know this producer id/epoch: a new one is taken, the batch retried
 _RESET_CODES = {_C.UNKNOWN_PRODUCER_ID, _C.INVALID_PRODUCER_EPOCH}
+_YIELD_EVERY = 1023  # send() lets the loop run once per this many + 1 records buffered (a power of 2, less 1)
 _Future = asyncio.Future  # made directly: loop.create_future() is a Python-level call per record
 Headers = Sequence[Tuple[str, Optional[bytes]]]
 Partitioner = Callable[[str, Optional[bytes], int], int]
@@ -225,7 +226,7 @@ class _Batch:
         self.records: List[Tuple[Optional[bytes], Optional[bytes], int, Headers]] = []
         #: what settles: a future per record from send(), a _Slice per send_batch() share, in record order
         self.futures: List[Any] = []
-        self.size = 0
+        self.size = _BATCH_OVERHEAD  # the estimate of the encoded batch, as Kafka's batch.size counts it
         self.opened = now
         self.seq = seq               # creation order within the partition
         self.attempts = 0            # sends so far
@@ -245,6 +246,10 @@ class Producer:
     broker; ``retries``/``retry_backoff_ms`` the retry budget.  The bounds (module docstring):
     ``delivery_timeout_ms`` (at least ``linger_ms + request_timeout_ms``, as Kafka requires),
     ``request_timeout_ms``, ``max_block_ms``, and ``connect_timeout_ms`` for a TCP handshake.
+    ``max_request_size`` (Kafka's ``max.request.size``) refuses a record too large for one request;
+    ``bulk_batch_size`` is the size up to which :meth:`send_batch` fills batches (the caller's records are
+    batched already, so larger batches than ``batch_size`` spare requests): 1,000,000 B stays under the
+    smallest default message limit of Kafka brokers (1,000,012 B in early releases).
     """
 
     def __init__(
@@ -268,6 +273,7 @@ class Producer:
         delivery_timeout_ms: int = 120000,
         connect_timeout_ms: int = 10000,
         max_request_size: int = 1048576,
+        bulk_batch_size: int = 1_000_000,
     ) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
@@ -301,6 +307,8 @@ class Producer:
                                    request_timeout_ms=request_timeout_ms, connect_timeout_ms=connect_timeout_ms)
         self.max_buffered_records = max_buffered_records
         self.max_request_size = max_request_size
+        #: the largest batch ``send_batch`` fills (at least ``batch_size``, at most ``max_request_size``)
+        self.bulk_batch_size = max(batch_size, min(bulk_batch_size, max_request_size))
         self._queues: Dict[Tuple[str, int], Deque[_Batch]] = {}
         self._holding: Dict[str, List[Tuple[Any, ...]]] = {}
         self._holding_since: Dict[str, float] = {}
@@ -454,6 +462,10 @@ class Producer:
             raise ProducerClosedError("send() on a closed producer")
         if self._buffered >= self.max_buffered_records:
             await self._wait_for_room("send()")
+        elif self._buffered & _YIELD_EVERY == _YIELD_EVERY:
+            # a caller awaiting send() in a loop never gives the send loop a turn otherwise: nothing would
+            # leave before the buffer fills, and sending would not overlap queueing
+            await asyncio.sleep(0)
         return self._enqueue(topic, value, key, headers, partition, timestamp_ms)
 
     def send_nowait(
@@ -575,19 +587,22 @@ class Producer:
     def _append_many(self, topic: str, partition: int, records: List[Tuple[Any, ...]], ends: List[int],
                      group: _Group) -> None:
         """Append ``records`` (``ends``: the running sum of their size estimates) to the partition's open
-        batch and as many new ones as they need, each batch taking one :class:`_Slice` of the group."""
+        batch and as many new ones as they need, each batch taking one :class:`_Slice` of the group.
+        Batches are filled up to ``bulk_batch_size``."""
         tp = (topic, partition)
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
         n = len(records)
+        # the caller batched these already: batches larger than batch_size spare requests
+        cap = self.bulk_batch_size
         i = 0
         while i < n:
             before = ends[i - 1] if i else 0
             batch = queue[-1] if queue else None
             j = i
             if batch is not None and not batch.attempts:
-                j = bisect_right(ends, before + self.batch_size - batch.size, i)
+                j = bisect_right(ends, before + cap - batch.size, i)
                 if j == i and not batch.records:
                     j = i + 1
             if j == i:
@@ -597,7 +612,7 @@ class Producer:
                 queue.append(batch)
                 if self._sticky is not None and len(queue) > 1:
                     self._sticky.batch_closed(topic, partition, self.cluster.partitions.get(topic, 1))
-                j = max(bisect_right(ends, before + self.batch_size, i), i + 1)
+                j = max(bisect_right(ends, before + cap - batch.size, i), i + 1)
             assert batch is not None
             batch.records.extend(records[i:j])
             batch.futures.append(_Slice(group, i, j - i))
