@@ -13,7 +13,7 @@ Usage::
   during the attack;
 * for the CLI scenarios, the peak RSS of ``kproto pcap`` / ``kproto decode`` and the size of its output.
 
-Nothing here asserts: the tests (tests/test_broker_budgets.py, tests/test_cli_budgets.py) pin the budgets;
+Nothing here asserts: the tests (tests/broker/test_broker_budgets.py, tests/cli/test_cli_budgets.py) pin the budgets;
 this script measures what they buy.  Run it on an otherwise idle machine and state ``uptime`` with its
 figures.
 """

@@ -7,7 +7,7 @@ Sources:
   carrying real consumer-protocol metadata and assignments, Produce/Fetch carrying real message sets;
 * message sets of every codec and magic (``encode_message_set``), plus partial and damaged ones;
 * the worked frames the repository keeps: ``samples/frames.hex``, the golden frames of
-  ``tests/test_golden_frames.py`` and the requests real clients sent (``tests/golden/clients``) --
+  ``tests/messages/test_golden_frames.py`` and the requests real clients sent (``tests/golden/clients``) --
   requests, responses, the message sets Produce requests carry, and each client's session as a broker
   input;
 * ``samples/`` captures up to 8 KiB, and small captures written with ``kproto.capture.writer`` in
@@ -130,7 +130,7 @@ def request_and_response_seeds() -> Tuple[Dict[str, bytes], Dict[str, bytes]]:
 
 def worked_examples() -> List[Example]:
     """The worked frames the repository keeps: the titled frames of ``samples/frames.hex`` and the hex
-    constants of ``tests/test_golden_frames.py`` (read as text, not imported), each once, classified by
+    constants of ``tests/messages/test_golden_frames.py`` (read as text, not imported), each once, classified by
     what they decode as."""
     import kproto
 

@@ -1,7 +1,7 @@
 """The checks every kproto fuzz harness applies to each input (shared by ``fuzz/fuzz_*.py`` and the tests).
 
 An input passes when all of these hold (a violation raises :class:`OracleFailure`, which atheris reports as
-a crash and ``tests/test_fuzz_corpora.py`` as a failure):
+a crash and ``tests/fuzz/test_fuzz_corpora.py`` as a failure):
 
 1. **Only kproto's errors escape.**  A decoder may reject bytes only with a
    :class:`~kproto.errors.KprotoError` (a few APIs document one more class; each harness lists it).
@@ -83,7 +83,7 @@ def memory_budget(n: int, cap: int = 0) -> int:
 
 _MEMORY_ON = os.environ.get("KPROTO_FUZZ_BUDGET", "1") != "0"
 
-#: Bugs already found, reported and pinned by ``tests/test_fuzz_regressions.py``.  While they are open, the
+#: Bugs already found, reported and pinned by ``tests/fuzz/test_fuzz_regressions.py``.  While they are open, the
 #: harnesses step around them (so a campaign keeps looking for new ones instead of stopping at the same
 #: crash); ``KPROTO_FUZZ_REPORT_KNOWN=1`` makes them fail again, e.g. to check a fix.  Remove an entry
 #: when its fix lands.

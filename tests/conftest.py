@@ -1,14 +1,26 @@
-"""Records fixtures: both message set backends in one run, and a check that the selected backend is the
-one the environment asked for (``KPROTO_REQUIRE_FAST=1`` → cython, ``KPROTO_PURE=1`` → python)."""
+"""What every test folder shares: the folders importable by module name, a check that the selected backend
+is the one the environment asked for (``KPROTO_REQUIRE_FAST=1`` → cython, ``KPROTO_PURE=1`` → python), the
+records fixtures that run both message set backends in one run, and tshark as a required tool."""
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
 import kproto._backend
+
+
+# Tests are laid out by package (tests/broker, tests/cli, ...) and a few modules share helpers across them
+# (the CLI runner, the tshark comparison, the group captures): every folder is importable by module name,
+# whichever test file is collected first.
+_TESTS = Path(__file__).resolve().parent
+for _folder in sorted(p for p in _TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py"))):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -29,7 +29,7 @@ static void crc_build_tables(uint32_t tables[][256], int count, uint32_t poly) {
  * (its per-call setup dominates); a slicing-by-16 table loop does that in ~30 ns.  Runs below
  * CRC32_SHORT bytes use the tables, longer ones zlib -- unless the CPU has PCLMULQDQ: then every run of
  * 64 bytes or more goes through kproto_crc_clmul (~4x zlib on long buffers) and only the last <16 bytes
- * through the tables.  tests/test_records_crc.py checks every route against zlib. */
+ * through the tables.  tests/records/test_records_crc.py checks every route against zlib. */
 #define CRC32_SHORT 4096
 static uint32_t crc32_tables[16][256];
 static int crc32_use_clmul;
@@ -176,7 +176,7 @@ int kproto_crc32_set_clmul(int enabled) {
 
 /* ---- CRC-32C -----------------------------------------------------------------------------------------
  * On x86-64 with SSE4.2 the crc32 instruction does 8 bytes per step; on ARMv8 with the CRC extension the
- * __crc32c* intrinsics do the same; elsewhere a slicing-by-8 table.  tests/test_records_crc32c.py checks
+ * __crc32c* intrinsics do the same; elsewhere a slicing-by-8 table.  tests/records/test_records_crc32c.py checks
  * both against the crc32c package at every boundary length. */
 static uint32_t crc32c_tables[8][256];
 static int crc32c_use_hw;

@@ -7,7 +7,7 @@ in pure Python each record costs nine attribute reads, two ``binascii.b2a_base64
 written into one growing C buffer: integers by a short loop, key and value by a table base64 encoder,
 the constant parts copied; a record costs what reading its attributes costs.
 
-The contract (held by the differential test in ``tests/test_cli_record_json.py``): for the same
+The contract (held by the differential test in ``tests/cli/test_cli_record_json.py``): for the same
 iterator of decoded messages (:func:`message_list_json`, magic 0/1 ``LegacyRecord`` objects) or records
 (:func:`record_list_json`, ``Record`` objects of any magic, with headers), the result is byte for byte
 what :func:`kproto.cli.json_values.message_list_text` / ``record_list_text`` return: the compact JSON

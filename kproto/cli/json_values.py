@@ -402,7 +402,7 @@ def message_list_text(messages: Iterator[Any], count: int) -> bytes:
     The pure twin of ``kproto._fast._record_json.message_list_json``; the contract both keep: the
     text is ASCII bytes, exactly ``",".join`` of each message's :func:`_record_json` dumped compactly
     (``json.dumps(..., separators=(",", ":"))``), and exactly ``count`` items are taken from the
-    iterator (fewer when it ends).  ``tests/test_cli_record_json.py`` holds the two to it.
+    iterator (fewer when it ends).  ``tests/cli/test_cli_record_json.py`` holds the two to it.
     """
     return b",".join([_record_text(m) for m in islice(messages, count)])
 

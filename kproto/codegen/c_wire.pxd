@@ -1,5 +1,5 @@
 # The source of kproto/_generated/_c_wire.pxd: `python -m kproto.codegen` writes its "Generated" line and
-# everything below this paragraph there, and the drift test (tests/test_schema_loader.py) holds the copy to
+# everything below this paragraph there, and the drift test (tests/codegen/test_schema_loader.py) holds the copy to
 # this file.  Edit here, then regenerate.
 #
 # The big-endian C readers and writers every generated module's ``cython.compiled`` branches call.  They

@@ -2,7 +2,7 @@
 
 Why generated: a hand-written reference drifts from the specs the moment a version is added, and a
 reader cannot tell which of the two is wrong.  Written from the same model the generator reads, the pages
-say exactly what kproto encodes and decodes, and ``tests/test_protocol_docs.py`` fails when the committed
+say exactly what kproto encodes and decodes, and ``tests/codegen/test_protocol_docs.py`` fails when the committed
 pages are stale (regenerate with ``python -m kproto.codegen``, or this module alone:
 ``python -m kproto.codegen.protocol_docs [--check]``).
 

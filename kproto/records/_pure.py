@@ -2,7 +2,7 @@
 
 Both modules expose the same names (``LegacyRecord``, ``decode``, ``decode_columns``, ``encode_plain``) and must
 give the same results and raise the same error class at the same offset for the same input;
-``tests/test_records_differential.py`` holds them to it.  :mod:`kproto._backend` picks one.
+``tests/records/test_records_differential.py`` holds them to it.  :mod:`kproto._backend` picks one.
 
 This module is the readable reference of the two: plain Python, no reference counting, no reuse of
 buffers, no slicing tricks.  Magic 2 has two paths each way, because a per-field parse with a call per
@@ -13,7 +13,7 @@ cyclic garbage collector has to walk record by record); on anything unusual it g
 Every byte is checked when the batch is decoded; iteration only makes the :class:`Record` objects.
 Encoding: :func:`_encode_columns` encodes plain tuples of one shape a column at a time with C-level loops
 (``zip``, ``map``, ``b"".join``); anything else, and every error, goes through :func:`_encode_rows`.
-``tests/test_records_pure_fast_paths.py`` holds each fast path to its careful one.
+``tests/records/test_records_pure_fast_paths.py`` holds each fast path to its careful one.
 """
 
 from __future__ import annotations

@@ -159,7 +159,7 @@ _ZSTD_FIRST_GUESS = 8
 # The pure twin's batches compress through the zstandard package when it is installed (compress_pieces):
 # streamed, it takes the batch's pieces where they lie, and writes the frame cramjam writes for the joined
 # pieces byte for byte (the same libzstd, level and content size; the twins' bytes are held equal by
-# tests/test_records_v2_differential.py).  Not its one-shot compress for compress_buffer: that
+# tests/records/test_records_v2_differential.py).  Not its one-shot compress for compress_buffer: that
 # allocates an output buffer as large as the input, which for a batch of megabytes faults its pages in
 # afresh on every call (10 MB back to back: ~9.8 ms and ~2,700 page faults a call; cramjam ~4.3 ms).
 _ZstdCompressor: "Callable[..., Any] | None" = None if _zstandard is None else _zstandard.ZstdCompressor

@@ -8,7 +8,7 @@ connection and range) are therefore keyed by their **server endpoint** -- the en
 that key, and each task decodes its connections one at a time, keeps their group exchanges, and analyses
 each coordinator's set when its rows are done.  The single-process twin (:func:`group_tables_local`)
 decodes every file in one pass and analyses the group exchanges of each server endpoint the same way,
-so the two give the same rows (``tests/test_groups_spark.py`` compares them).
+so the two give the same rows (``tests/spark/test_groups_spark.py`` compares them).
 
 Rows are sorted (group, times, member) so that they do not depend on the order of tasks.  Unknown
 times and durations stay null.

@@ -1,4 +1,4 @@
-"""Record the request frames that real Kafka clients send at their defaults, for tests/test_golden_clients.py.
+"""Record the request frames that real Kafka clients send at their defaults, for tests/messages/test_golden_clients.py.
 
 Run by hand (it needs the three clients installed, and nothing else: no broker, no network beyond
 127.0.0.1) to refresh the committed frames, from the repository root::

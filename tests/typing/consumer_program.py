@@ -1,5 +1,5 @@
 """A small program written the way a kproto user would write it; the test suite runs ``mypy --strict`` on
-it (tests/test_public_typing.py), so the public names it touches must stay typed and importable without
+it (tests/messages/test_public_typing.py), so the public names it touches must stay typed and importable without
 private paths.  It is also run for real there, against the mock broker.
 """
 

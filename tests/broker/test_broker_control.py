@@ -51,12 +51,6 @@ def broker():
         yield b
 
 
-@pytest.fixture
-def client(broker):
-    with SocketClient((broker.host, broker.port)) as c:
-        yield c
-
-
 def _raw_exchange(sock: socket.socket, frame: bytes) -> bytes:
     """Send a frame, return the body of the next response frame (after the size prefix)."""
     sock.sendall(frame)

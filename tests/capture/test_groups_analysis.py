@@ -28,7 +28,7 @@ from kproto.group.member import SendRequest
 from kproto.messages import GroupCoordinatorRequest
 from kproto.records import encode_record_batch
 
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 BROKER = ("10.1.0.10", 9092)
 BASE = 1_700_000_000.0
 CODEC = ConsumerProtocolCodec()

@@ -18,7 +18,7 @@ import pytest
 
 import kproto
 
-GOLDEN = Path(__file__).parent / "golden" / "clients"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "clients"
 INDEX = json.loads((GOLDEN / "index.json").read_text(encoding="utf-8"))
 FRAMES = INDEX["frames"]
 TOPIC = INDEX["topic"]

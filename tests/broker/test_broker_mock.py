@@ -43,12 +43,6 @@ def broker():
         yield b
 
 
-@pytest.fixture
-def client(broker):
-    with SocketClient((broker.host, broker.port)) as c:
-        yield c
-
-
 # ------------------------------------------------------------------------------------------------ produce
 
 

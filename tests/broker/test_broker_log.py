@@ -69,12 +69,6 @@ def broker():
         yield b
 
 
-@pytest.fixture
-def client(broker):
-    with SocketClient((broker.host, broker.port)) as c:
-        yield c
-
-
 def _fetched(client: SocketClient, version: int, topic: str, offset: int = 0, **options: object):
     return first_partition(client.request(fetch(topic, offset, **options), version))
 

@@ -1,7 +1,7 @@
 """The group coordinator machine at the 0.9 versions, driven call by call with an injected clock (docs/group-coordinator.md).
 
 The modern versions (static membership, member-id-required, batch leave, multi-group fetch, admin APIs)
-are in tests/test_group_modern.py."""
+are in tests/group/test_group_modern.py."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def safe(frame: bytes) -> Optional[MetadataResponse]:
 def test_consumer_program_passes_mypy_strict(tmp_path):
     program = tmp_path / "consumer.py"
     program.write_text(PROGRAM)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     result = subprocess.run(
         [
             sys.executable,

@@ -92,7 +92,7 @@ EARLY_ACCESS = {
 
 #: A root tag section with one field Kafka does not know: tag 10000, two bytes.
 UNKNOWN_TAG = b"\x01\x90\x4e\x02ab"
-CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus"
+CORPUS = Path(__file__).resolve().parents[2] / "fuzz" / "corpus"
 SPECS = {(spec.api_key, spec.kind, v): spec for spec, v in spec_versions() if spec.kind in ("request", "response")}
 
 

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-SPECS = pathlib.Path(__file__).resolve().parent.parent / "specs"
+SPECS = pathlib.Path(__file__).resolve().parents[2] / "specs"
 
 #: The highest api key of the pinned release (Kafka 4.1). Kafka assigned every key from 0 to it.
 HIGHEST_API_KEY = 92

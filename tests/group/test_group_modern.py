@@ -463,7 +463,7 @@ def test_subscription_details_reject_a_body_shorter_than_its_version():
 
 # --- real clients' requests, answered ---------------------------------------------------------------
 
-GOLDEN = Path(__file__).parent / "golden" / "clients"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "clients"
 INDEX = json.loads((GOLDEN / "index.json").read_text(encoding="utf-8"))
 
 

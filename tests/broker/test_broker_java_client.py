@@ -43,7 +43,7 @@ except jars.JavaToolMissingError as exc:
     pytest.skip(f"Java client tests need a JDK and Maven: {exc}", allow_module_level=True)
 
 KAFKA_CLIENTS = "org.apache.kafka:kafka-clients:4.1.1"
-SOURCE = Path(__file__).parent / "java" / "JavaClientScenarios.java"
+SOURCE = Path(__file__).resolve().parents[1] / "java" / "JavaClientScenarios.java"
 N = 3000  # JavaClientScenarios.N
 RUN_TIMEOUT_S = 600.0
 

@@ -32,12 +32,6 @@ def broker():
         yield b
 
 
-@pytest.fixture
-def client(broker):
-    with SocketClient((broker.host, broker.port)) as c:
-        yield c
-
-
 class Producer:
     """An idempotent producer's view: its id, epoch and next sequence per partition."""
 

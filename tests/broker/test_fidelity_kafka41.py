@@ -13,7 +13,7 @@ from kproto.testing.fidelity_scenarios import SCENARIOS, golden_scenarios
 from fidelity_support import assert_agrees, kafka_broker
 
 pytestmark = pytest.mark.real_clients
-GOLDEN = Path(__file__).parent / "golden" / "clients"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "clients"
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from typing import Optional, Sequence, Union
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
 COMMANDS = ("decode", "hexdump", "pcap", "encode")
 

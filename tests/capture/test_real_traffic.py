@@ -53,9 +53,9 @@ MODERN = "4.1.1"
 OLD = "3.9.1"
 COUNT = 12
 DEADLINE = 60.0
-JAVA_PROBE = Path(__file__).parent / "peers" / "java" / "ClientProbe.java"
+JAVA_PROBE = Path(__file__).resolve().parents[1] / "peers" / "java" / "ClientProbe.java"
 # franz-go's probe is the client benchmark's program; its "group" mode is this module's scenario.
-GO_PROBE = Path(__file__).parent.parent / "benchmarks" / "go"
+GO_PROBE = Path(__file__).resolve().parents[2] / "benchmarks" / "go"
 
 
 def _missing(message: str) -> None:

@@ -41,7 +41,7 @@ if GO is None:
     pytest.skip("franz-go/Sarama tests need the Go toolchain (1.26+) on PATH: https://go.dev/dl/",
                 allow_module_level=True)
 
-MODULE = Path(__file__).parent / "go"
+MODULE = Path(__file__).resolve().parents[1] / "go"
 N = 2000  # tests/go/main.go's N
 BUILD_TIMEOUT_S = 900.0
 RUN_TIMEOUT_S = 600.0

@@ -13,7 +13,7 @@ import pytest
 from kproto.testing import fidelity as fid
 from kproto.testing.fidelity_scenarios import GROUP_SCENARIOS, SCENARIOS, golden_scenarios
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ALL = {s.name: s for s in SCENARIOS + GROUP_SCENARIOS + golden_scenarios(ROOT / "tests" / "golden" / "clients")}
 
 

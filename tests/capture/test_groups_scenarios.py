@@ -27,7 +27,7 @@ from kproto.cli import main
 
 pytestmark = pytest.mark.real_clients
 
-RECORD = Path(__file__).resolve().parent / "group_scenarios" / "record.py"
+RECORD = Path(__file__).resolve().parents[1] / "group_scenarios" / "record.py"
 SCENARIOS = ("slow-poll", "kill", "join-leave", "static")
 
 

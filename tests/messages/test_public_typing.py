@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROGRAM = Path(__file__).resolve().parent / "typing" / "consumer_program.py"
+PROGRAM = Path(__file__).resolve().parents[1] / "typing" / "consumer_program.py"
 REPO = PROGRAM.parent.parent.parent
 
 
