@@ -34,9 +34,8 @@ from typing import Dict, List
 
 import pytest
 
-from kproto.records import decode_records
 from kproto.testing import jars
-from peer_engines import ENGINES, PeerBroker, peer_broker, record_exchanges
+from peer_engines import ENGINES, peer_broker, record_exchanges
 
 pytestmark = pytest.mark.real_clients
 
