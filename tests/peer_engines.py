@@ -74,8 +74,9 @@ class PeerBroker:
 
 
 @contextmanager
-def peer_broker(request: pytest.FixtureRequest, engine: str, topics: Dict[str, int],
-                pcap: Path) -> Iterator[PeerBroker]:
+def peer_broker(
+    request: pytest.FixtureRequest, engine: str, topics: Dict[str, int], pcap: Path
+) -> Iterator[PeerBroker]:
     """A broker of ``engine`` holding ``topics`` (name → partitions); on leaving, the mock's recorded
     traffic is decoded into :attr:`PeerBroker.exchanges` before it stops, and the topics the clients left on
     the shared Apache Kafka are deleted."""
@@ -102,5 +103,6 @@ def peer_broker(request: pytest.FixtureRequest, engine: str, topics: Dict[str, i
 def record_exchanges(peer: PeerBroker, pcap: Path) -> None:
     """Decode what the mock recorded so far (nothing to do on Apache Kafka)."""
     if peer.mock is not None:
-        peer.exchanges = [r for r in decode_capture(pcap.read_bytes(), ports=[peer.mock.port])
-                          if isinstance(r, Exchange)]
+        peer.exchanges = [
+            r for r in decode_capture(pcap.read_bytes(), ports=[peer.mock.port]) if isinstance(r, Exchange)
+        ]
